@@ -1,0 +1,172 @@
+//! The one dispatch point: which SIMD level the fast kernels run at.
+//!
+//! Detected once (the first call of [`simd_level`]) from the CPU, unless the `GATTN_SIMD` environment
+//! variable forces one (`scalar`, `avx2`, `avx512`, `neon`), so tests and users can exercise every
+//! path on one machine. Kernels also take an explicit level (`*_at` functions) for proptests.
+
+use std::fmt;
+use std::sync::OnceLock;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SimdLevel {
+    /// Portable Rust, no intrinsics.
+    Scalar,
+    /// x86-64 AVX2 + FMA (pulp's V3).
+    Avx2,
+    /// x86-64 AVX-512 F/BW/VL (+VNNI, +BF16 where present) (pulp's V4).
+    Avx512,
+    /// aarch64 NEON.
+    Neon,
+}
+
+impl SimdLevel {
+    pub fn name(self) -> &'static str {
+        match self {
+            SimdLevel::Scalar => "scalar",
+            SimdLevel::Avx2 => "avx2",
+            SimdLevel::Avx512 => "avx512",
+            SimdLevel::Neon => "neon",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<SimdLevel> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "scalar" | "none" => Some(SimdLevel::Scalar),
+            "avx2" | "x86-v3" | "v3" => Some(SimdLevel::Avx2),
+            "avx512" | "x86-v4" | "v4" => Some(SimdLevel::Avx512),
+            "neon" => Some(SimdLevel::Neon),
+            _ => None,
+        }
+    }
+
+    /// Can this CPU run kernels of this level?
+    pub fn is_supported(self) -> bool {
+        match self {
+            SimdLevel::Scalar => true,
+            SimdLevel::Avx2 => has_avx2(),
+            SimdLevel::Avx512 => has_avx512(),
+            SimdLevel::Neon => cfg!(target_arch = "aarch64"),
+        }
+    }
+
+    /// Every level this CPU can run, lowest first (the proptests iterate over these).
+    pub fn all_supported() -> Vec<SimdLevel> {
+        [
+            SimdLevel::Scalar,
+            SimdLevel::Avx2,
+            SimdLevel::Avx512,
+            SimdLevel::Neon,
+        ]
+        .into_iter()
+        .filter(|l| l.is_supported())
+        .collect()
+    }
+
+    /// The best level this CPU supports.
+    pub fn detect() -> SimdLevel {
+        *Self::all_supported()
+            .last()
+            .expect("scalar is always supported")
+    }
+}
+
+impl fmt::Display for SimdLevel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Extra CPU features the int8 and bf16 kernels use at the AVX-512 level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpuFeatures {
+    pub avx512_vnni: bool,
+    pub avx512_bf16: bool,
+}
+
+pub fn cpu_features() -> CpuFeatures {
+    #[cfg(target_arch = "x86_64")]
+    {
+        CpuFeatures {
+            avx512_vnni: std::arch::is_x86_feature_detected!("avx512vnni"),
+            avx512_bf16: std::arch::is_x86_feature_detected!("avx512bf16"),
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        CpuFeatures {
+            avx512_vnni: false,
+            avx512_bf16: false,
+        }
+    }
+}
+
+fn has_avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+fn has_avx512() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        has_avx2()
+            && std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+            && std::arch::is_x86_feature_detected!("avx512vl")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Why the level in force was chosen (shown by `gattn-cpu info`).
+#[derive(Debug, Clone)]
+pub struct DispatchChoice {
+    pub level: SimdLevel,
+    pub reason: String,
+}
+
+static CHOICE: OnceLock<DispatchChoice> = OnceLock::new();
+
+/// Decides the level once: `GATTN_SIMD` if set (and supported), else the best detected.
+/// An unsupported or unknown override falls back to detection and says so in `reason`.
+pub fn dispatch_choice() -> &'static DispatchChoice {
+    CHOICE.get_or_init(|| {
+        let detected = SimdLevel::detect();
+        match std::env::var("GATTN_SIMD") {
+            Ok(value) => match SimdLevel::parse(&value) {
+                Some(level) if level.is_supported() => DispatchChoice {
+                    level,
+                    reason: format!("forced by GATTN_SIMD={value}"),
+                },
+                Some(level) => DispatchChoice {
+                    level: detected,
+                    reason: format!(
+                        "GATTN_SIMD={value} asks for {level}, which this CPU lacks; using detected {detected}"
+                    ),
+                },
+                None => DispatchChoice {
+                    level: detected,
+                    reason: format!(
+                        "GATTN_SIMD={value} is not one of scalar, avx2, avx512, neon; using detected {detected}"
+                    ),
+                },
+            },
+            Err(_) => DispatchChoice {
+                level: detected,
+                reason: "detected".to_string(),
+            },
+        }
+    })
+}
+
+/// The SIMD level every fast kernel runs at in this process.
+pub fn simd_level() -> SimdLevel {
+    dispatch_choice().level
+}

@@ -1,0 +1,13 @@
+//! The hot kernels of gattn-cpu, and the naive references they are checked against.
+//!
+//! - `reference`: plain, obviously-correct f32 loops. The reference forward pass uses only these,
+//!   and every fast kernel has a proptest comparing it with its reference.
+//! - `dispatch`: the one place that decides, once at start-up, which SIMD level runs.
+//! - `matmul`, `attention`: the fast kernels (microkernels, packing/blocking and dispatch kept apart).
+
+pub mod attention;
+pub mod dispatch;
+pub mod matmul;
+pub mod reference;
+
+pub use dispatch::SimdLevel;

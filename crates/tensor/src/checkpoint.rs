@@ -1,0 +1,152 @@
+//! A checkpoint directory's weights: `model.safetensors`, or the shards listed by
+//! `model.safetensors.index.json` (`{"weight_map": {"tensor name": "shard file"}}`).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Component, Path, PathBuf};
+
+use crate::error::{Result, TensorError};
+use crate::safetensors_file::SafetensorsFile;
+use crate::view::{MappedTensor, TensorView};
+
+pub const SINGLE_FILE: &str = "model.safetensors";
+pub const INDEX_FILE: &str = "model.safetensors.index.json";
+
+#[derive(Debug)]
+pub struct Checkpoint {
+    dir: PathBuf,
+    files: Vec<SafetensorsFile>,
+    /// Tensor name -> index into `files`.
+    owner: HashMap<String, usize>,
+}
+
+impl Checkpoint {
+    /// Opens the weights of a Hugging Face checkpoint directory (sharded or not).
+    pub fn open_dir(dir: &Path) -> Result<Self> {
+        let index_path = dir.join(INDEX_FILE);
+        if index_path.exists() {
+            return Self::open_sharded(dir, &index_path);
+        }
+        let single = dir.join(SINGLE_FILE);
+        if !single.exists() {
+            return Err(TensorError::Io {
+                path: single,
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    format!("neither {SINGLE_FILE} nor {INDEX_FILE} exists in the directory"),
+                ),
+            });
+        }
+        Self::from_files(dir, vec![SafetensorsFile::open(&single)?])
+    }
+
+    fn open_sharded(dir: &Path, index_path: &Path) -> Result<Self> {
+        let invalid = |reason: String| TensorError::InvalidIndex {
+            path: index_path.to_path_buf(),
+            reason,
+        };
+        let text = std::fs::read_to_string(index_path).map_err(|source| TensorError::Io {
+            path: index_path.to_path_buf(),
+            source,
+        })?;
+        #[derive(serde::Deserialize)]
+        struct Index {
+            weight_map: BTreeMap<String, String>,
+        }
+        let index: Index = serde_json::from_str(&text).map_err(|e| invalid(e.to_string()))?;
+        if index.weight_map.is_empty() {
+            return Err(invalid("`weight_map` is empty".to_string()));
+        }
+        let mut shard_names: Vec<&String> = index.weight_map.values().collect();
+        shard_names.sort();
+        shard_names.dedup();
+        let mut files = Vec::with_capacity(shard_names.len());
+        for shard in &shard_names {
+            if !is_plain_relative(shard) {
+                return Err(invalid(format!(
+                    "shard file name `{shard}` must be a plain file name inside the checkpoint directory"
+                )));
+            }
+            files.push(SafetensorsFile::open(&dir.join(shard))?);
+        }
+        let checkpoint = Self::from_files(dir, files)?;
+        // Every tensor the index promises must be in the shard it names.
+        for (name, shard) in &index.weight_map {
+            let owner = checkpoint.owner.get(name).map(|&i| &checkpoint.files[i]);
+            let found_in_named = owner.is_some_and(|f| f.path() == dir.join(shard));
+            if !found_in_named {
+                return Err(invalid(format!(
+                    "tensor `{name}` is listed in shard `{shard}` but that shard does not contain it"
+                )));
+            }
+        }
+        Ok(checkpoint)
+    }
+
+    fn from_files(dir: &Path, files: Vec<SafetensorsFile>) -> Result<Self> {
+        let mut owner = HashMap::new();
+        for (i, file) in files.iter().enumerate() {
+            for name in file.names() {
+                if let Some(&previous) = owner.get(name) {
+                    let previous: &SafetensorsFile = &files[previous];
+                    return Err(TensorError::InvalidSafetensors {
+                        path: file.path().to_path_buf(),
+                        reason: format!(
+                            "tensor `{name}` also appears in {}",
+                            previous.path().display()
+                        ),
+                    });
+                }
+                owner.insert(name.to_string(), i);
+            }
+        }
+        Ok(Checkpoint {
+            dir: dir.to_path_buf(),
+            files,
+            owner,
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn files(&self) -> &[SafetensorsFile] {
+        &self.files
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.owner.contains_key(name)
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.owner.keys().map(String::as_str)
+    }
+
+    /// The free-form header metadata of the first file (where `quantize` records its format).
+    pub fn metadata(&self) -> &BTreeMap<String, String> {
+        self.files[0].metadata()
+    }
+
+    fn file_of(&self, name: &str) -> Result<&SafetensorsFile> {
+        let i = self.owner.get(name).ok_or_else(|| TensorError::Missing {
+            name: name.to_string(),
+            location: self.dir.display().to_string(),
+        })?;
+        Ok(&self.files[*i])
+    }
+
+    pub fn view(&self, name: &str) -> Result<TensorView<'_>> {
+        let file = self.file_of(name)?;
+        Ok(file.view(name).expect("owner map and file agree"))
+    }
+
+    pub fn mapped(&self, name: &str) -> Result<MappedTensor> {
+        let file = self.file_of(name)?;
+        Ok(file.mapped(name).expect("owner map and file agree"))
+    }
+}
+
+fn is_plain_relative(name: &str) -> bool {
+    let path = Path::new(name);
+    !name.is_empty() && path.components().all(|c| matches!(c, Component::Normal(_)))
+}

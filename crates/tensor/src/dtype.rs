@@ -1,0 +1,52 @@
+use std::fmt;
+
+/// The element types a checkpoint tensor may have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DType {
+    F32,
+    F16,
+    BF16,
+    /// Signed bytes: the values of int8-quantized weights (their scales are a separate F32 tensor).
+    I8,
+}
+
+impl DType {
+    pub fn size_in_bytes(self) -> usize {
+        match self {
+            DType::F32 => 4,
+            DType::F16 | DType::BF16 => 2,
+            DType::I8 => 1,
+        }
+    }
+
+    pub fn from_safetensors(dtype: safetensors::Dtype) -> Option<DType> {
+        match dtype {
+            safetensors::Dtype::F32 => Some(DType::F32),
+            safetensors::Dtype::F16 => Some(DType::F16),
+            safetensors::Dtype::BF16 => Some(DType::BF16),
+            safetensors::Dtype::I8 => Some(DType::I8),
+            _ => None,
+        }
+    }
+
+    pub fn to_safetensors(self) -> safetensors::Dtype {
+        match self {
+            DType::F32 => safetensors::Dtype::F32,
+            DType::F16 => safetensors::Dtype::F16,
+            DType::BF16 => safetensors::Dtype::BF16,
+            DType::I8 => safetensors::Dtype::I8,
+        }
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = match self {
+            DType::F32 => "F32",
+            DType::F16 => "F16",
+            DType::BF16 => "BF16",
+            DType::I8 => "I8",
+        };
+        f.write_str(name)
+    }
+}

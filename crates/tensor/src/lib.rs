@@ -1,0 +1,15 @@
+//! Tensors as the checkpoint stores them: dtypes, shapes, and views over memory-mapped
+//! safetensors files (single or sharded). Nothing here computes; `kernels` does.
+
+pub mod checkpoint;
+pub mod dtype;
+pub mod error;
+pub mod safetensors_file;
+pub mod view;
+
+pub use checkpoint::Checkpoint;
+pub use dtype::DType;
+pub use error::{Result, TensorError};
+pub use half::{bf16, f16};
+pub use safetensors_file::SafetensorsFile;
+pub use view::{MappedTensor, TensorView};
