@@ -1,1 +1,29 @@
-fn main() {}
+//! `gattn-cpu`: a thin command line over `gattn-model`. Bad arguments exit with 2 (clap), bad
+//! input files and failed runs with 1, always with a message naming what is wrong.
+
+mod args;
+mod commands;
+mod npy;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use args::{Cli, Command};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(args) => commands::run::run(args),
+        Command::Logits(args) => commands::logits::run(args),
+        Command::Init(args) => commands::init::run(args),
+        Command::Info(args) => commands::info::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(1)
+        }
+    }
+}

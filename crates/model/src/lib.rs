@@ -1,1 +1,23 @@
+//! Qwen3 with the optional output gate of "Gated Attention for Large Language Models":
+//! config, weights, KV cache, the forward pass, sampling, tokenizer and random checkpoints.
 
+pub mod config;
+pub mod error;
+pub mod generate;
+pub mod init;
+pub mod kv_cache;
+pub mod layers;
+pub mod model;
+pub mod rope;
+pub mod sampling;
+pub mod tokenizer;
+pub mod weights;
+
+pub use config::{GateMode, Qwen3Config, RopeScaling};
+pub use error::{ModelError, Result};
+pub use generate::{GenerateOptions, GenerationStats, StopReason, generate};
+pub use kv_cache::KvCache;
+pub use model::{LogitsFor, Qwen3Model};
+pub use sampling::{Sampler, SamplingParams};
+pub use tokenizer::{TextStream, Tokenizer};
+pub use weights::WeightFormat;

@@ -1,0 +1,175 @@
+//! The command-line grammar. Short flags follow llama.cpp (`-m`, `-c`, `-t`, `-n`, `-p`, `-f`, `-s`).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Parser)]
+#[command(
+    name = "gattn-cpu",
+    version,
+    about = "CPU inference for Qwen3 with gated attention (arXiv 2505.06708)"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Generate text from a prompt
+    #[command(
+        after_help = "Example:\n  gattn-cpu init --preset tiny --gate elementwise --out /tmp/tiny\n  \
+        gattn-cpu run -m /tmp/tiny -p \"The gate\" -n 32 --temperature 0.7 --seed 1"
+    )]
+    Run(RunArgs),
+    /// Write the logits of every prompt position to a .npy file
+    #[command(
+        after_help = "Example:\n  gattn-cpu logits -m /tmp/tiny --prompt-ids 1,2,3 --out logits.npy"
+    )]
+    Logits(LogitsArgs),
+    /// Write a random-weight checkpoint in Hugging Face layout
+    #[command(
+        after_help = "Example:\n  gattn-cpu init --preset qwen3-1.7b --gate headwise --dtype bf16 --out models/rand-1.7b"
+    )]
+    Init(InitArgs),
+    /// Show the SIMD level, threads and (with --model) the model's shapes and sizes
+    #[command(after_help = "Example:\n  gattn-cpu info\n  gattn-cpu info -m /tmp/tiny")]
+    Info(InfoArgs),
+}
+
+#[derive(Args)]
+pub struct ModelArgs {
+    /// Checkpoint directory (config.json, model.safetensors or shards, tokenizer.json)
+    #[arg(short = 'm', long = "model")]
+    pub model: PathBuf,
+    /// How the linear layers hold their weights
+    #[arg(long, value_enum, default_value_t = WeightsArg::F32)]
+    pub weights: WeightsArg,
+    /// Worker threads (default: all cores)
+    #[arg(short = 't', long)]
+    pub threads: Option<usize>,
+}
+
+#[derive(Args)]
+#[group(required = true, multiple = false)]
+pub struct PromptArgs {
+    /// Prompt text
+    #[arg(short = 'p', long)]
+    pub prompt: Option<String>,
+    /// Read the prompt text from a file
+    #[arg(short = 'f', long)]
+    pub prompt_file: Option<PathBuf>,
+    /// Prompt as comma-separated token ids (works without tokenizer.json)
+    #[arg(long, value_delimiter = ',')]
+    pub prompt_ids: Option<Vec<u32>>,
+}
+
+#[derive(Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    #[command(flatten)]
+    pub prompt: PromptArgs,
+    /// Context length in tokens, prompt included (default: the model's max_position_embeddings)
+    #[arg(short = 'c', long = "ctx")]
+    pub ctx: Option<usize>,
+    /// Tokens to generate at most
+    #[arg(short = 'n', long, default_value_t = 256)]
+    pub max_tokens: usize,
+    /// Sampling temperature; 0 = greedy
+    #[arg(long, visible_alias = "temp", default_value_t = 0.8)]
+    pub temperature: f32,
+    /// Sample from the K most likely tokens only (0 = all)
+    #[arg(long, default_value_t = 40)]
+    pub top_k: usize,
+    /// Sample from the smallest set of tokens whose probability reaches P
+    #[arg(long, default_value_t = 0.95)]
+    pub top_p: f32,
+    /// Random seed (same seed, same output)
+    #[arg(short = 's', long, default_value_t = 0)]
+    pub seed: u64,
+    /// Print the generated text, or the generated token ids comma-separated
+    #[arg(long, value_enum, default_value_t = OutputArg::Text)]
+    pub output: OutputArg,
+}
+
+#[derive(Args)]
+pub struct LogitsArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Prompt as comma-separated token ids
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub prompt_ids: Vec<u32>,
+    /// Output .npy file: little-endian f32, shape [tokens, vocab_size]
+    #[arg(short = 'o', long)]
+    pub out: PathBuf,
+}
+
+#[derive(Args)]
+pub struct InitArgs {
+    /// Model shape
+    #[arg(long, value_enum)]
+    pub preset: PresetArg,
+    /// The paper's output gate
+    #[arg(long, value_enum, default_value_t = GateArg::None)]
+    pub gate: GateArg,
+    #[arg(short = 's', long, default_value_t = 0)]
+    pub seed: u64,
+    /// Weight dtype in the safetensors file
+    #[arg(long, value_enum, default_value_t = DtypeArg::Bf16)]
+    pub dtype: DtypeArg,
+    /// Output directory (created)
+    #[arg(short = 'o', long)]
+    pub out: PathBuf,
+}
+
+#[derive(Args)]
+pub struct InfoArgs {
+    /// Checkpoint directory to describe
+    #[arg(short = 'm', long = "model")]
+    pub model: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = WeightsArg::F32)]
+    pub weights: WeightsArg,
+    /// Context length to size the KV cache for (default: max_position_embeddings)
+    #[arg(short = 'c', long = "ctx")]
+    pub ctx: Option<usize>,
+    #[arg(short = 't', long)]
+    pub threads: Option<usize>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum WeightsArg {
+    F32,
+    Bf16,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum OutputArg {
+    Text,
+    Ids,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum PresetArg {
+    Tiny,
+    Small,
+    #[value(name = "qwen3-0.6b")]
+    Qwen3_0_6b,
+    #[value(name = "qwen3-1.7b")]
+    Qwen3_1_7b,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum GateArg {
+    None,
+    Headwise,
+    Elementwise,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum DtypeArg {
+    Bf16,
+    F16,
+    F32,
+}

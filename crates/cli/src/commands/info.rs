@@ -1,0 +1,80 @@
+//! `gattn-cpu info`: what the dispatch chose, and the model's shapes and sizes.
+
+use anyhow::Result;
+
+use gattn_kernels::dispatch::{cpu_features, dispatch_choice};
+use gattn_model::{KvCache, Qwen3Config, RopeScaling};
+
+use crate::args::InfoArgs;
+use crate::commands::init_threads;
+
+pub fn run(args: InfoArgs) -> Result<()> {
+    init_threads(args.threads)?;
+    let choice = dispatch_choice();
+    let features = cpu_features();
+    println!("simd:      {} ({})", choice.level, choice.reason);
+    println!(
+        "cpu:       avx512-vnni {}, avx512-bf16 {}",
+        yes(features.avx512_vnni),
+        yes(features.avx512_bf16)
+    );
+    println!("threads:   {}", rayon::current_num_threads());
+    let Some(dir) = &args.model else {
+        return Ok(());
+    };
+    let config = Qwen3Config::from_dir(dir)?;
+    let model = gattn_model::Qwen3Model::load(dir, args.weights.format())?;
+    let ctx = args.ctx.unwrap_or(config.max_position_embeddings);
+    println!("model:     {}", dir.display());
+    println!("gate:      {}", config.gate.name());
+    println!(
+        "shape:     {} layers, hidden {}, intermediate {}, {} heads / {} kv heads, head_dim {}, vocab {}",
+        config.num_hidden_layers,
+        config.hidden_size,
+        config.intermediate_size,
+        config.num_attention_heads,
+        config.num_key_value_heads,
+        config.head_dim,
+        config.vocab_size
+    );
+    println!(
+        "attention: qk-norm {}, bias {}, tied embeddings {}",
+        yes(config.use_qk_norm),
+        yes(config.attention_bias),
+        yes(config.tie_word_embeddings)
+    );
+    let rope = match &config.rope_scaling {
+        RopeScaling::None => "none".to_string(),
+        RopeScaling::Linear { factor } => format!("linear x{factor}"),
+        RopeScaling::Yarn(y) => format!(
+            "yarn x{} over {}",
+            y.factor, y.original_max_position_embeddings
+        ),
+    };
+    println!(
+        "rope:      theta {}, scaling {rope}, max positions {}",
+        config.rope_theta, config.max_position_embeddings
+    );
+    println!("params:    {:.2} M", config.parameter_count() as f64 / 1e6);
+    println!(
+        "weights:   {} as {}",
+        gib(model.weight_bytes() as u64),
+        model.format.name()
+    );
+    println!(
+        "kv cache:  {} at --ctx {ctx} (f32)",
+        gib(KvCache::bytes_needed(&config, ctx))
+    );
+    Ok(())
+}
+
+fn yes(b: bool) -> &'static str {
+    if b { "yes" } else { "no" }
+}
+
+fn gib(bytes: u64) -> String {
+    format!(
+        "{:.3} GiB ({bytes} bytes)",
+        bytes as f64 / (1u64 << 30) as f64
+    )
+}

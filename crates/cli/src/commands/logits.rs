@@ -1,0 +1,24 @@
+//! `gattn-cpu logits`: every prompt position's logits as a `[tokens, vocab_size]` f32 .npy.
+
+use anyhow::Result;
+
+use gattn_model::LogitsFor;
+
+use crate::args::LogitsArgs;
+use crate::commands::load_model;
+use crate::npy;
+
+pub fn run(args: LogitsArgs) -> Result<()> {
+    let model = load_model(&args.model)?;
+    let mut cache = model.new_cache(args.prompt_ids.len());
+    let logits = model.forward(&args.prompt_ids, &mut cache, LogitsFor::All)?;
+    let shape = [args.prompt_ids.len(), model.config.vocab_size];
+    npy::write_f32(&args.out, &shape, &logits)?;
+    eprintln!(
+        "wrote {} ({} x {} f32)",
+        args.out.display(),
+        shape[0],
+        shape[1]
+    );
+    Ok(())
+}

@@ -1,0 +1,238 @@
+//! The `gattn-cpu` binary end to end: subcommands, output formats, exit codes and messages.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn gattn_cpu(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gattn-cpu"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Fails with the command's output unless it exited with `code` and did not panic.
+fn expect_exit(o: &Output, code: i32) {
+    assert_eq!(
+        o.status.code(),
+        Some(code),
+        "stdout: {}\nstderr: {}",
+        stdout(o),
+        stderr(o)
+    );
+    assert!(!stderr(o).contains("panicked"), "{}", stderr(o));
+}
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures")
+        .join(name)
+}
+
+fn init_tiny(gate: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_str().unwrap();
+    expect_exit(
+        &gattn_cpu(&[
+            "init", "--preset", "tiny", "--gate", gate, "--seed", "5", "--out", out,
+        ]),
+        0,
+    );
+    dir
+}
+
+#[test]
+fn init_then_run_greedy_is_reproducible() {
+    let dir = init_tiny("elementwise");
+    let model = dir.path().to_str().unwrap();
+    let run = |threads: &str| {
+        let o = gattn_cpu(&[
+            "run",
+            "-m",
+            model,
+            "-p",
+            "Hello",
+            "-n",
+            "12",
+            "--temperature",
+            "0",
+            "-t",
+            threads,
+            "--output",
+            "ids",
+        ]);
+        expect_exit(&o, 0);
+        assert!(stderr(&o).contains("prompt: 5 tokens"), "{}", stderr(&o));
+        stdout(&o).trim().to_string()
+    };
+    let ids = run("1");
+    assert_eq!(ids.split(',').count(), 12, "{ids}");
+    assert!(ids.split(',').all(|t| t.parse::<u32>().is_ok()));
+    assert_eq!(ids, run("2"));
+
+    let o = gattn_cpu(&[
+        "run",
+        "-m",
+        model,
+        "--prompt-ids",
+        "1,2,3",
+        "-n",
+        "4",
+        "--seed",
+        "9",
+    ]);
+    expect_exit(&o, 0);
+    assert!(stderr(&o).contains("generated: 4 tokens"), "{}", stderr(&o));
+}
+
+#[test]
+fn logits_npy_equals_the_oracle() {
+    let case = fixture("headwise_gqa");
+    let case_json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(case.join("case.json")).unwrap()).unwrap();
+    let ids: Vec<String> = case_json["prompt_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.to_string())
+        .collect();
+    let out = tempfile::tempdir().unwrap();
+    let npy = out.path().join("logits.npy");
+    let o = gattn_cpu(&[
+        "logits",
+        "-m",
+        case.to_str().unwrap(),
+        "--prompt-ids",
+        &ids.join(","),
+        "--out",
+        npy.to_str().unwrap(),
+    ]);
+    expect_exit(&o, 0);
+    let bytes = std::fs::read(&npy).unwrap();
+    assert_eq!(&bytes[..8], b"\x93NUMPY\x01\x00");
+    let header_len = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
+    let header = std::str::from_utf8(&bytes[10..10 + header_len]).unwrap();
+    assert_eq!((10 + header_len) % 64, 0);
+    let vocab = 256; // read from the config below
+    let config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(case.join("config.json")).unwrap()).unwrap();
+    let vocab = config["vocab_size"].as_u64().map_or(vocab, |v| v as usize);
+    assert!(
+        header.contains(&format!("'shape': ({}, {vocab})", ids.len())),
+        "{header}"
+    );
+    let values: Vec<f32> = bytes[10 + header_len..]
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    let expected = gattn_tensor::SafetensorsFile::open(&case.join("expected.safetensors"))
+        .unwrap()
+        .view("logits")
+        .unwrap()
+        .to_f32_vec()
+        .unwrap();
+    let err = values
+        .iter()
+        .zip(&expected)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f32::max);
+    assert_eq!(values.len(), expected.len());
+    assert!(err < 1e-4, "max abs error {err}");
+}
+
+#[test]
+fn info_describes_the_machine_and_the_model() {
+    let o = gattn_cpu(&["info"]);
+    expect_exit(&o, 0);
+    assert!(stdout(&o).contains("simd:"));
+    let dir = init_tiny("headwise");
+    let o = gattn_cpu(&["info", "-m", dir.path().to_str().unwrap(), "-c", "1024"]);
+    expect_exit(&o, 0);
+    let text = stdout(&o);
+    assert!(text.contains("gate:      headwise"), "{text}");
+    assert!(text.contains("4 heads / 2 kv heads"), "{text}");
+    assert!(text.contains("--ctx 1024"), "{text}");
+}
+
+#[test]
+fn every_subcommand_has_help_with_an_example() {
+    for sub in ["run", "logits", "init", "info"] {
+        let o = gattn_cpu(&[sub, "--help"]);
+        expect_exit(&o, 0);
+        assert!(
+            stdout(&o).contains("Example"),
+            "{sub} --help: {}",
+            stdout(&o)
+        );
+    }
+}
+
+#[test]
+fn bad_arguments_exit_2() {
+    expect_exit(&gattn_cpu(&["run", "-m", "/nonexistent"]), 2); // no prompt
+    expect_exit(
+        &gattn_cpu(&["init", "--preset", "huge", "--out", "/tmp/x"]),
+        2,
+    );
+    expect_exit(
+        &gattn_cpu(&["run", "-m", "x", "-p", "a", "--prompt-ids", "1"]),
+        2,
+    );
+}
+
+#[test]
+fn bad_input_exits_1_with_a_message_naming_it() {
+    let o = gattn_cpu(&[
+        "run",
+        "-m",
+        "/nonexistent/model",
+        "--prompt-ids",
+        "1",
+        "--output",
+        "ids",
+    ]);
+    expect_exit(&o, 1);
+    assert!(stderr(&o).contains("/nonexistent/model"), "{}", stderr(&o));
+
+    let dir = init_tiny("none");
+    let model = dir.path().to_str().unwrap();
+    let o = gattn_cpu(&[
+        "run",
+        "-m",
+        model,
+        "-p",
+        "a prompt of many bytes",
+        "-c",
+        "8",
+    ]);
+    expect_exit(&o, 1);
+    assert!(
+        stderr(&o).contains("22 tokens") && stderr(&o).contains("--ctx"),
+        "{}",
+        stderr(&o)
+    );
+
+    let o = gattn_cpu(&[
+        "run",
+        "-m",
+        model,
+        "--prompt-ids",
+        "1,99999",
+        "--output",
+        "ids",
+    ]);
+    expect_exit(&o, 1);
+    assert!(stderr(&o).contains("99999"), "{}", stderr(&o));
+
+    std::fs::remove_file(dir.path().join("tokenizer.json")).unwrap();
+    let o = gattn_cpu(&["run", "-m", model, "-p", "text"]);
+    expect_exit(&o, 1);
+    assert!(stderr(&o).contains("--prompt-ids"), "{}", stderr(&o));
+}

@@ -1,0 +1,47 @@
+use std::path::PathBuf;
+
+use gattn_tensor::TensorError;
+
+/// Everything that can go wrong while loading or running a model. Each variant names the file,
+/// field or tensor concerned, and the value found, so the user knows what to fix.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error("{path}: cannot read: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: not valid JSON: {reason}")]
+    InvalidJson { path: PathBuf, reason: String },
+    #[error("{path}: field `{field}`: {reason}")]
+    Config {
+        path: PathBuf,
+        field: String,
+        reason: String,
+    },
+    #[error("{path}: unsupported: {reason}")]
+    Unsupported { path: PathBuf, reason: String },
+    #[error(transparent)]
+    Tensor(#[from] TensorError),
+    #[error("{path}: tokenizer: {reason}")]
+    Tokenizer { path: PathBuf, reason: String },
+    #[error("token id {id} is out of range: the vocabulary has {vocab_size} tokens")]
+    TokenOutOfRange { id: u32, vocab_size: usize },
+    #[error("the prompt has {prompt_tokens} tokens but the context holds only {ctx} (raise --ctx)")]
+    PromptTooLong { prompt_tokens: usize, ctx: usize },
+    #[error("the context is full: {ctx} tokens (raise --ctx)")]
+    ContextFull { ctx: usize },
+    #[error("the prompt is empty: give at least one token")]
+    EmptyPrompt,
+    #[error("non-finite values (NaN or inf) in layer {layer}: {stage} at position {position}")]
+    NonFinite {
+        layer: usize,
+        stage: &'static str,
+        position: usize,
+    },
+    #[error("{0}")]
+    InvalidArgument(String),
+}
+
+pub type Result<T> = std::result::Result<T, ModelError>;

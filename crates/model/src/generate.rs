@@ -1,0 +1,89 @@
+//! The generation loop: prefill the prompt, then decode one token at a time until a stop.
+
+use std::time::{Duration, Instant};
+
+use crate::error::Result;
+use crate::kv_cache::KvCache;
+use crate::model::{LogitsFor, Qwen3Model};
+use crate::sampling::Sampler;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// The model produced one of the end-of-sequence tokens (not passed to `on_token`).
+    Eos,
+    MaxTokens,
+    /// The KV cache reached `--ctx`.
+    ContextFull,
+    /// `on_token` asked to stop (e.g. Ctrl-C).
+    Interrupted,
+}
+
+#[derive(Debug, Clone)]
+pub struct GenerationStats {
+    pub prompt_tokens: usize,
+    pub generated_tokens: usize,
+    pub prefill_time: Duration,
+    pub decode_time: Duration,
+    pub stop: StopReason,
+}
+
+impl GenerationStats {
+    pub fn prefill_tokens_per_second(&self) -> f64 {
+        self.prompt_tokens as f64 / self.prefill_time.as_secs_f64().max(1e-9)
+    }
+
+    /// Decode speed over the tokens after the first (the first comes from the prefill's logits).
+    pub fn decode_tokens_per_second(&self) -> f64 {
+        self.generated_tokens.saturating_sub(1) as f64 / self.decode_time.as_secs_f64().max(1e-9)
+    }
+}
+
+pub struct GenerateOptions<'a> {
+    pub max_tokens: usize,
+    pub eos_token_ids: &'a [u32],
+}
+
+/// Feeds `prompt` into `cache` and samples up to `max_tokens` tokens. `on_token` sees each
+/// generated token as it is sampled and returns `false` to stop.
+pub fn generate(
+    model: &Qwen3Model,
+    cache: &mut KvCache,
+    prompt: &[u32],
+    sampler: &mut Sampler,
+    options: GenerateOptions<'_>,
+    mut on_token: impl FnMut(u32) -> Result<bool>,
+) -> Result<GenerationStats> {
+    let prefill_start = Instant::now();
+    let mut logits = model.forward(prompt, cache, LogitsFor::Last)?;
+    let prefill_time = prefill_start.elapsed();
+
+    let decode_start = Instant::now();
+    let mut generated = 0;
+    let stop = loop {
+        if generated == options.max_tokens {
+            break StopReason::MaxTokens;
+        }
+        let token = sampler.sample(&logits);
+        if options.eos_token_ids.contains(&token) {
+            break StopReason::Eos;
+        }
+        generated += 1;
+        if !on_token(token)? {
+            break StopReason::Interrupted;
+        }
+        if generated == options.max_tokens {
+            break StopReason::MaxTokens;
+        }
+        if cache.len() == cache.ctx() {
+            break StopReason::ContextFull;
+        }
+        logits = model.forward(&[token], cache, LogitsFor::Last)?;
+    };
+    Ok(GenerationStats {
+        prompt_tokens: prompt.len(),
+        generated_tokens: generated,
+        prefill_time,
+        decode_time: decode_start.elapsed(),
+        stop,
+    })
+}

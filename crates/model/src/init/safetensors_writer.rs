@@ -1,0 +1,81 @@
+//! Writes a safetensors file one tensor at a time, so a multi-GB random checkpoint never has
+//! to sit in memory whole. The format: u64 header length, JSON header, then the tensor bytes.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use serde_json::{Map, Value, json};
+
+use gattn_tensor::DType;
+
+use crate::error::{ModelError, Result};
+
+pub struct TensorSpec {
+    pub name: String,
+    pub shape: Vec<usize>,
+}
+
+impl TensorSpec {
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+}
+
+/// Writes `tensors` (all of `dtype`) to `path`; `fill(index, out)` produces tensor `index`'s bytes.
+pub fn write_safetensors(
+    path: &Path,
+    tensors: &[TensorSpec],
+    dtype: DType,
+    metadata: &[(&str, &str)],
+    mut fill: impl FnMut(usize, &mut Vec<u8>),
+) -> Result<()> {
+    let io_error = |source| ModelError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut header = Map::new();
+    let meta: Map<String, Value> = metadata
+        .iter()
+        .map(|(k, v)| (k.to_string(), json!(v)))
+        .collect();
+    header.insert("__metadata__".into(), Value::Object(meta));
+    let dtype_name = match dtype {
+        DType::F32 => "F32",
+        DType::F16 => "F16",
+        DType::BF16 => "BF16",
+        DType::I8 => "I8",
+    };
+    let mut offset = 0usize;
+    for t in tensors {
+        let len = t.numel() * dtype.size_in_bytes();
+        header.insert(
+            t.name.clone(),
+            json!({"dtype": dtype_name, "shape": t.shape, "data_offsets": [offset, offset + len]}),
+        );
+        offset += len;
+    }
+    let mut header_bytes =
+        serde_json::to_vec(&Value::Object(header)).expect("JSON of strings and numbers");
+    // Pad with spaces so tensor data starts 8-byte aligned (zero-copy bf16/f32 views).
+    while header_bytes.len() % 8 != 0 {
+        header_bytes.push(b' ');
+    }
+    let mut out = BufWriter::with_capacity(1 << 20, File::create(path).map_err(io_error)?);
+    out.write_all(&(header_bytes.len() as u64).to_le_bytes())
+        .map_err(io_error)?;
+    out.write_all(&header_bytes).map_err(io_error)?;
+    let mut bytes = Vec::new();
+    for (index, t) in tensors.iter().enumerate() {
+        bytes.clear();
+        fill(index, &mut bytes);
+        assert_eq!(
+            bytes.len(),
+            t.numel() * dtype.size_in_bytes(),
+            "fill of {}",
+            t.name
+        );
+        out.write_all(&bytes).map_err(io_error)?;
+    }
+    out.flush().map_err(io_error)
+}

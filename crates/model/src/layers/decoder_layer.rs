@@ -1,0 +1,79 @@
+use gattn_tensor::Checkpoint;
+
+use crate::config::Qwen3Config;
+use crate::error::Result;
+use crate::kv_cache::LayerKvCache;
+use crate::layers::{Attention, Mlp, RmsNorm};
+use crate::rope::RopeAngles;
+use crate::weights::WeightFormat;
+
+/// One transformer block: pre-norm attention and pre-norm SwiGLU MLP, each with a residual.
+#[derive(Debug, Clone)]
+pub struct DecoderLayer {
+    pub input_layernorm: RmsNorm,
+    pub self_attn: Attention,
+    pub post_attention_layernorm: RmsNorm,
+    pub mlp: Mlp,
+}
+
+impl DecoderLayer {
+    pub fn load(
+        checkpoint: &Checkpoint,
+        index: usize,
+        config: &Qwen3Config,
+        format: WeightFormat,
+    ) -> Result<Self> {
+        let prefix = format!("model.layers.{index}");
+        let (h, eps) = (config.hidden_size, config.rms_norm_eps);
+        Ok(DecoderLayer {
+            input_layernorm: RmsNorm::load(
+                checkpoint,
+                &format!("{prefix}.input_layernorm.weight"),
+                h,
+                eps,
+            )?,
+            self_attn: Attention::load(checkpoint, &format!("{prefix}.self_attn"), config, format)?,
+            post_attention_layernorm: RmsNorm::load(
+                checkpoint,
+                &format!("{prefix}.post_attention_layernorm.weight"),
+                h,
+                eps,
+            )?,
+            mlp: Mlp::load(checkpoint, &format!("{prefix}.mlp"), config, format)?,
+        })
+    }
+
+    /// hidden: `[n, hidden]`, updated in place.
+    pub fn forward(
+        &self,
+        hidden: &mut [f32],
+        n: usize,
+        rope: &RopeAngles,
+        cache: &mut LayerKvCache,
+        probs_out: Option<&mut [f32]>,
+    ) {
+        let mut normed = vec![0.0; hidden.len()];
+        let mut residual_update = vec![0.0; hidden.len()];
+
+        // h = h + Attention(RMSNorm(h))
+        self.input_layernorm.forward(hidden, &mut normed);
+        self.self_attn
+            .forward(&normed, n, rope, cache, &mut residual_update, probs_out);
+        add_in_place(hidden, &residual_update);
+
+        // h = h + MLP(RMSNorm(h))
+        self.post_attention_layernorm.forward(hidden, &mut normed);
+        self.mlp.forward(&normed, n, &mut residual_update);
+        add_in_place(hidden, &residual_update);
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.self_attn.bytes() + self.mlp.bytes() + 4 * (2 * self.input_layernorm.dim())
+    }
+}
+
+fn add_in_place(x: &mut [f32], y: &[f32]) {
+    for (a, b) in x.iter_mut().zip(y) {
+        *a += b;
+    }
+}

@@ -1,0 +1,99 @@
+//! `tokenizer.json` through the `tokenizers` crate, and streaming decode of generated tokens.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{ModelError, Result};
+
+pub struct Tokenizer {
+    inner: tokenizers::Tokenizer,
+    path: PathBuf,
+}
+
+impl Tokenizer {
+    pub fn from_file(path: &Path) -> Result<Tokenizer> {
+        if !path.exists() {
+            return Err(ModelError::Tokenizer {
+                path: path.to_path_buf(),
+                reason: "not found (use --prompt-ids and --output ids with a checkpoint that has no tokenizer)".into(),
+            });
+        }
+        let inner = tokenizers::Tokenizer::from_file(path).map_err(|e| ModelError::Tokenizer {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        Ok(Tokenizer {
+            inner,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// `dir/tokenizer.json`.
+    pub fn from_dir(dir: &Path) -> Result<Tokenizer> {
+        Self::from_file(&dir.join("tokenizer.json"))
+    }
+
+    /// Token ids of `text`, without adding special tokens (the text itself may contain them).
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
+        let encoding = self
+            .inner
+            .encode_fast(text, false)
+            .map_err(|e| self.error(e))?;
+        Ok(encoding.get_ids().to_vec())
+    }
+
+    pub fn decode(&self, ids: &[u32]) -> Result<String> {
+        self.inner.decode(ids, false).map_err(|e| self.error(e))
+    }
+
+    pub fn token_to_id(&self, token: &str) -> Option<u32> {
+        self.inner.token_to_id(token)
+    }
+
+    fn error(&self, e: tokenizers::Error) -> ModelError {
+        ModelError::Tokenizer {
+            path: self.path.clone(),
+            reason: e.to_string(),
+        }
+    }
+}
+
+/// Turns generated ids into text as they arrive. Byte-level BPE tokens can split a UTF-8
+/// character, so text is only emitted once it decodes without a trailing replacement character.
+pub struct TextStream<'t> {
+    tokenizer: &'t Tokenizer,
+    ids: Vec<u32>,
+    /// Characters of `decode(ids)` already emitted.
+    emitted: usize,
+}
+
+impl<'t> TextStream<'t> {
+    pub fn new(tokenizer: &'t Tokenizer) -> Self {
+        TextStream {
+            tokenizer,
+            ids: Vec::new(),
+            emitted: 0,
+        }
+    }
+
+    /// Adds a token; returns the new text that is complete.
+    pub fn push(&mut self, id: u32) -> Result<String> {
+        self.ids.push(id);
+        let text = self.tokenizer.decode(&self.ids)?;
+        if text.ends_with('\u{FFFD}') {
+            return Ok(String::new());
+        }
+        Ok(self.take_new(&text))
+    }
+
+    /// Whatever is left at the end, even an incomplete character.
+    pub fn finish(&mut self) -> Result<String> {
+        let text = self.tokenizer.decode(&self.ids)?;
+        Ok(self.take_new(&text))
+    }
+
+    fn take_new(&mut self, text: &str) -> String {
+        let new: String = text.chars().skip(self.emitted).collect();
+        self.emitted += new.chars().count();
+        new
+    }
+}

@@ -1,0 +1,168 @@
+//! Weight matrices as the forward pass uses them, loaded from a checkpoint with every shape checked.
+
+use std::sync::Arc;
+
+use gattn_kernels::reference;
+use gattn_tensor::{Checkpoint, DType, MappedTensor, bf16};
+
+use crate::error::Result;
+
+/// How the linear layers hold their weights.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WeightFormat {
+    /// Everything widened to f32 at load: the reference path.
+    F32,
+    /// bf16 as stored (memory-mapped, no copy) when the checkpoint is bf16; converted otherwise.
+    Bf16,
+}
+
+impl WeightFormat {
+    pub fn name(self) -> &'static str {
+        match self {
+            WeightFormat::F32 => "f32",
+            WeightFormat::Bf16 => "bf16",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<WeightFormat> {
+        match s {
+            "f32" => Some(WeightFormat::F32),
+            "bf16" => Some(WeightFormat::Bf16),
+            _ => None,
+        }
+    }
+}
+
+/// A `[rows, cols]` row-major weight matrix, shared cheaply (a tied lm_head is the embedding).
+#[derive(Debug, Clone)]
+pub enum WeightData {
+    F32(Arc<Vec<f32>>),
+    /// Points into the memory-mapped checkpoint.
+    Bf16Mapped(MappedTensor),
+    Bf16Owned(Arc<Vec<bf16>>),
+}
+
+impl WeightData {
+    pub fn bytes(&self) -> usize {
+        match self {
+            WeightData::F32(w) => w.len() * 4,
+            WeightData::Bf16Mapped(m) => m.bytes().len(),
+            WeightData::Bf16Owned(w) => w.len() * 2,
+        }
+    }
+
+    pub fn is_mapped(&self) -> bool {
+        matches!(self, WeightData::Bf16Mapped(_))
+    }
+
+    fn bf16_slice(&self) -> Option<&[bf16]> {
+        match self {
+            WeightData::Bf16Mapped(m) => m.as_bf16_slice(),
+            WeightData::Bf16Owned(w) => Some(w),
+            WeightData::F32(_) => None,
+        }
+    }
+
+    /// Row `r` (of length `cols`) widened to f32.
+    pub fn row_f32(&self, r: usize, cols: usize, out: &mut [f32]) {
+        match self {
+            WeightData::F32(w) => out.copy_from_slice(&w[r * cols..][..cols]),
+            _ => {
+                let w = self.bf16_slice().expect("bf16 storage");
+                for (o, v) in out.iter_mut().zip(&w[r * cols..][..cols]) {
+                    *o = v.to_f32();
+                }
+            }
+        }
+    }
+}
+
+/// Loads tensor `name`, checks it is `[rows, cols]` (or `[rows]` if `cols` is None), in `format`.
+pub fn load_matrix(
+    checkpoint: &Checkpoint,
+    name: &str,
+    shape: &[usize],
+    format: WeightFormat,
+) -> Result<WeightData> {
+    let view = checkpoint.view(name)?;
+    view.expect_shape(shape)?;
+    Ok(match format {
+        WeightFormat::F32 => WeightData::F32(Arc::new(view.to_f32_vec()?)),
+        WeightFormat::Bf16 => {
+            let mapped = checkpoint.mapped(name)?;
+            if mapped.dtype == DType::BF16 && mapped.as_bf16_slice().is_some() {
+                WeightData::Bf16Mapped(mapped)
+            } else {
+                let values = view.to_f32_vec()?;
+                WeightData::Bf16Owned(Arc::new(values.into_iter().map(bf16::from_f32).collect()))
+            }
+        }
+    })
+}
+
+/// A 1-D tensor (norm weights, biases), always in f32.
+pub fn load_vector(checkpoint: &Checkpoint, name: &str, len: usize) -> Result<Vec<f32>> {
+    let view = checkpoint.view(name)?;
+    view.expect_shape(&[len])?;
+    Ok(view.to_f32_vec()?)
+}
+
+/// `y = x W^T + b` with W `[out_features, in_features]`, as PyTorch's `nn.Linear`.
+#[derive(Debug, Clone)]
+pub struct Linear {
+    pub weight: WeightData,
+    pub bias: Option<Vec<f32>>,
+    pub in_features: usize,
+    pub out_features: usize,
+}
+
+impl Linear {
+    /// Loads `{prefix}.weight` `[out, in]` and, if `with_bias`, `{prefix}.bias` `[out]`.
+    pub fn load(
+        checkpoint: &Checkpoint,
+        prefix: &str,
+        in_features: usize,
+        out_features: usize,
+        with_bias: bool,
+        format: WeightFormat,
+    ) -> Result<Linear> {
+        let weight = load_matrix(
+            checkpoint,
+            &format!("{prefix}.weight"),
+            &[out_features, in_features],
+            format,
+        )?;
+        let bias = if with_bias {
+            Some(load_vector(
+                checkpoint,
+                &format!("{prefix}.bias"),
+                out_features,
+            )?)
+        } else {
+            None
+        };
+        Ok(Linear {
+            weight,
+            bias,
+            in_features,
+            out_features,
+        })
+    }
+
+    /// x: `[n, in_features]` -> y: `[n, out_features]`.
+    pub fn forward(&self, x: &[f32], n: usize, y: &mut [f32]) {
+        let (k, m) = (self.in_features, self.out_features);
+        let bias = self.bias.as_deref();
+        match &self.weight {
+            WeightData::F32(w) => reference::matmul_f32(x, w, bias, n, k, m, y),
+            other => {
+                let w = other.bf16_slice().expect("bf16 storage");
+                reference::matmul_bf16(x, w, bias, n, k, m, y)
+            }
+        }
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.weight.bytes() + self.bias.as_ref().map_or(0, |b| b.len() * 4)
+    }
+}
