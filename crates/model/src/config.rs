@@ -73,6 +73,53 @@ pub struct YarnParams {
     pub truncate: bool,
 }
 
+impl RopeScaling {
+    /// `--rope-scaling` on the command line: `none`, `linear:FACTOR`, `yarn:FACTOR[:ORIGINAL]`
+    /// (ORIGINAL defaults to the checkpoint's max_position_embeddings, as Qwen3's docs do for
+    /// 131072 tokens: `yarn:4` over 32768).
+    pub fn parse_cli(
+        text: &str,
+        max_position_embeddings: usize,
+    ) -> std::result::Result<RopeScaling, String> {
+        let parts: Vec<&str> = text.split(':').collect();
+        let number = |s: &str| -> std::result::Result<f64, String> {
+            match s.parse::<f64>() {
+                Ok(f) if f.is_finite() && f >= 1.0 => Ok(f),
+                _ => Err(format!(
+                    "`{s}` in --rope-scaling {text} is not a factor >= 1"
+                )),
+            }
+        };
+        match parts.as_slice() {
+            ["none"] => Ok(RopeScaling::None),
+            ["linear", factor] => Ok(RopeScaling::Linear {
+                factor: number(factor)?,
+            }),
+            ["yarn", factor, rest @ ..] if rest.len() <= 1 => {
+                let original = match rest.first() {
+                    None => max_position_embeddings,
+                    Some(s) => s.parse::<usize>().ok().filter(|&n| n > 0).ok_or_else(|| {
+                        format!("`{s}` in --rope-scaling {text} is not a token count")
+                    })?,
+                };
+                Ok(RopeScaling::Yarn(YarnParams {
+                    factor: number(factor)?,
+                    original_max_position_embeddings: original,
+                    attention_factor: None,
+                    beta_fast: 32.0,
+                    beta_slow: 1.0,
+                    mscale: None,
+                    mscale_all_dim: None,
+                    truncate: true,
+                }))
+            }
+            _ => Err(format!(
+                "--rope-scaling {text}: expected none, linear:FACTOR or yarn:FACTOR[:ORIGINAL_MAX_POSITIONS]"
+            )),
+        }
+    }
+}
+
 /// The validated model configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Qwen3Config {

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use gattn_tensor::Checkpoint;
 
-use crate::config::{GateMode, Qwen3Config};
+use crate::config::{GateMode, Qwen3Config, RopeScaling};
 use crate::error::{ModelError, Result};
 use crate::kv_cache::KvCache;
 use crate::layers::{DecoderLayer, Embedding, RmsNorm};
@@ -142,6 +142,16 @@ impl Qwen3Model {
             start,
         )?;
         Ok(logits)
+    }
+
+    /// Replaces the checkpoint's RoPE scaling (`--rope-scaling yarn:4` to extend the context).
+    pub fn set_rope_scaling(&mut self, scaling: RopeScaling) {
+        if let RopeScaling::Yarn(y) = &scaling {
+            self.config.max_position_embeddings =
+                (y.factor * y.original_max_position_embeddings as f64) as usize;
+        }
+        self.config.rope_scaling = scaling;
+        self.rope = RotaryEmbedding::new(&self.config);
     }
 
     pub fn new_cache(&self, ctx: usize) -> KvCache {
