@@ -92,6 +92,17 @@ pub struct RunArgs {
     /// Print the generated text, or the generated token ids comma-separated
     #[arg(long, value_enum, default_value_t = OutputArg::Text)]
     pub output: OutputArg,
+    /// A prompt longer than --ctx is refused, unless truncated: keep its end (left) or start (right)
+    #[arg(long, value_enum)]
+    pub truncate: Option<TruncateArg>,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum TruncateArg {
+    /// Drop tokens from the start of the prompt
+    Left,
+    /// Drop tokens from the end of the prompt
+    Right,
 }
 
 #[derive(Args)]

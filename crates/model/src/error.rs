@@ -40,6 +40,8 @@ pub enum ModelError {
         stage: &'static str,
         position: usize,
     },
+    #[error("not enough memory: {0}")]
+    OutOfMemory(String),
     #[error("{0}")]
     InvalidArgument(String),
 }

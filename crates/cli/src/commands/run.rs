@@ -2,26 +2,34 @@
 
 use std::io::Write;
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 
-use gattn_model::{GenerateOptions, Sampler, SamplingParams, StopReason, TextStream, generate};
+use gattn_model::{
+    GenerateOptions, MemoryPlan, ModelError, Qwen3Config, Sampler, SamplingParams, StopReason, TextStream,
+    available_memory, generate,
+};
 
-use crate::args::{OutputArg, RunArgs};
+use crate::args::{OutputArg, RunArgs, TruncateArg};
 use crate::commands::{load_model, load_tokenizer, prompt_ids};
 
 pub fn run(args: RunArgs) -> Result<()> {
+    let config = Qwen3Config::from_dir(&args.model.model)
+        .with_context(|| format!("cannot load the model in {}", args.model.model.display()))?;
     let tokenizer = load_tokenizer(&args.model)?;
-    let prompt = prompt_ids(&args.prompt, tokenizer.as_ref())?;
+    let mut prompt = prompt_ids(&args.prompt, tokenizer.as_ref())?;
     if args.output == OutputArg::Text && tokenizer.is_none() {
         bail!("the checkpoint has no tokenizer.json: use --output ids");
     }
-    let model = load_model(&args.model)?;
-    let ctx = args.ctx.unwrap_or(model.config.max_position_embeddings);
+    let ctx = args.ctx.unwrap_or(config.max_position_embeddings);
     if ctx == 0 {
         bail!("--ctx must be at least 1");
     }
+    fit_prompt(&mut prompt, ctx, args.truncate)?;
+    // Everything the run will need, checked before the weights and the cache are allocated.
+    MemoryPlan::new(&config, args.model.weights.format(), ctx, prompt.len()).check_fits(available_memory(), ctx)?;
+
+    let model = load_model(&args.model)?;
     let mut cache = model.new_cache(ctx);
-    cache.check_room(prompt.len())?;
     let mut sampler = Sampler::new(SamplingParams {
         temperature: args.temperature,
         top_k: args.top_k,
@@ -77,5 +85,23 @@ pub fn run(args: RunArgs) -> Result<()> {
         stats.generated_tokens,
         stats.decode_tokens_per_second(),
     );
+    Ok(())
+}
+
+/// A prompt longer than the context is an error unless `--truncate` says which end to drop.
+fn fit_prompt(prompt: &mut Vec<u32>, ctx: usize, truncate: Option<TruncateArg>) -> Result<()> {
+    if prompt.len() <= ctx {
+        return Ok(());
+    }
+    let (before, excess) = (prompt.len(), prompt.len() - ctx);
+    match truncate {
+        None => return Err(ModelError::PromptTooLong { prompt_tokens: before, ctx }.into()),
+        Some(TruncateArg::Left) => {
+            prompt.drain(..excess);
+        }
+        Some(TruncateArg::Right) => prompt.truncate(ctx),
+    }
+    let side = if truncate == Some(TruncateArg::Left) { "start" } else { "end" };
+    eprintln!("note: the prompt has {before} tokens; dropped {excess} from its {side} to fit --ctx {ctx}");
     Ok(())
 }

@@ -1,1 +1,78 @@
-//! Fused streaming-softmax attention with the output gate in its epilogue. See issue 4.
+//! Fused streaming-softmax attention with the output gate in its epilogue (issue 4).
+//!
+//! - `kv`: the per-layer K/V storage the kernel streams (f32, bf16 or int8, contiguous per KV head).
+//! - [`prefill`]: a causal chunk of queries; [`decode`]: one query, sequence split across threads.
+//! - [`AttentionStats`]: optional sink-share and gate accumulators, computed in the kernel.
+//! - [`attention_maps`]: the slow path returning full probability rows (analysis of short prompts).
+//!
+//! Files: `microkernel` (SIMD inner loops, generic over pulp), `layout` (their lane order),
+//! `tile` (key tiles + online softmax of a block of rows), `epilogue` (divide by the sum, gate,
+//! stats), `prefill` / `decode` (work decomposition over rayon), `dispatch` (level -> pulp type).
+
+mod checks;
+mod decode;
+mod dispatch;
+mod epilogue;
+pub mod kv;
+mod layout;
+mod maps;
+mod microkernel;
+mod prefill;
+mod stats;
+mod tile;
+
+pub use crate::reference::{AttentionShape, GateScores};
+pub use decode::{decode, decode_parts, decode_with_parts};
+pub use kv::{KvDtype, KvError, KvHeadView, KvLayer};
+pub use maps::attention_maps;
+pub use prefill::prefill;
+pub use stats::AttentionStats;
+
+use crate::SimdLevel;
+use thiserror::Error;
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum AttentionError {
+    #[error("SIMD level {0} is not supported by this CPU")]
+    UnsupportedLevel(SimdLevel),
+    #[error(
+        "bad attention shape {0:?}: heads must be a positive multiple of kv heads, head_dim > 0"
+    )]
+    BadShape(AttentionShape),
+    #[error(
+        "attention shape {shape:?} does not match the KV layer ({kv_heads} kv heads of dim {kv_head_dim})"
+    )]
+    KvShapeMismatch {
+        shape: AttentionShape,
+        kv_heads: usize,
+        kv_head_dim: usize,
+    },
+    #[error("{what} has {got} values, expected {expected}")]
+    BadLength {
+        what: &'static str,
+        got: usize,
+        expected: usize,
+    },
+    #[error("queries up to position {q_end} need that many keys, the KV layer holds {kv_len}")]
+    QueriesPastKeys { q_end: usize, kv_len: usize },
+}
+
+/// [`prefill`] for `n > 1`, [`decode`] (split across threads) for `n == 1`.
+#[allow(clippy::too_many_arguments)]
+pub fn attend(
+    level: SimdLevel,
+    shape: AttentionShape,
+    q: &[f32],
+    q_start: usize,
+    n: usize,
+    kv: &KvLayer,
+    gate: GateScores<'_>,
+    out: &mut [f32],
+    stats: Option<&mut AttentionStats>,
+) -> Result<(), AttentionError> {
+    if n == 1 {
+        decode(level, shape, q, q_start, kv, gate, out, stats)
+    } else {
+        prefill(level, shape, q, q_start, n, kv, gate, out, stats)
+    }
+}

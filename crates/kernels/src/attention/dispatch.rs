@@ -1,0 +1,59 @@
+//! Dispatch: maps a `SimdLevel` to the pulp instruction set the generic kernels are instantiated
+//! for, and a KV dtype to its word format. NEON goes through pulp's `aarch64::Neon` on aarch64;
+//! elsewhere it is unsupported (callers get an error before anything runs).
+
+use super::kv::{KvDtype, KvHeadView};
+use super::microkernel::{Bf16Words, F32Words, Int8Words};
+use super::tile::{PartialRows, QueryRow, attend_range};
+use crate::SimdLevel;
+use pulp::{Simd, WithSimd};
+use std::ops::Range;
+
+/// One work item: the rows of one KV head against a range of its keys.
+pub(crate) struct AttendRange<'a> {
+    pub kv: KvHeadView<'a>,
+    pub q: &'a [f32],
+    pub rows: &'a [QueryRow],
+    pub keys: Range<usize>,
+}
+
+impl WithSimd for AttendRange<'_> {
+    type Output = PartialRows;
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, simd: S) -> PartialRows {
+        let AttendRange { kv, q, rows, keys } = self;
+        match kv.dtype {
+            KvDtype::F32 => attend_range::<S, F32Words>(simd, kv, q, rows, keys),
+            KvDtype::Bf16 => attend_range::<S, Bf16Words>(simd, kv, q, rows, keys),
+            KvDtype::Int8 => attend_range::<S, Int8Words>(simd, kv, q, rows, keys),
+        }
+    }
+}
+
+/// Runs `op` at `level`. The level must be supported (checked by the public entry points); if it
+/// somehow is not, the portable scalar path runs instead.
+pub(crate) fn run_at<Op: WithSimd>(level: SimdLevel, op: Op) -> Op::Output {
+    match level {
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx512 => {
+            if let Some(simd) = pulp::x86::V4::try_new() {
+                return Simd::vectorize(simd, op);
+            }
+        }
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx2 => {
+            if let Some(simd) = pulp::x86::V3::try_new() {
+                return Simd::vectorize(simd, op);
+            }
+        }
+        #[cfg(target_arch = "aarch64")]
+        SimdLevel::Neon => {
+            if let Some(simd) = pulp::aarch64::Neon::try_new() {
+                return Simd::vectorize(simd, op);
+            }
+        }
+        _ => {}
+    }
+    Simd::vectorize(pulp::Scalar::new(), op)
+}

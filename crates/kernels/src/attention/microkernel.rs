@@ -1,0 +1,231 @@
+//! The inner loops, generic over pulp's `Simd` (so one source serves scalar, AVX2, AVX-512 and
+//! NEON) and over the storage format of the K/V words.
+//!
+//! Lane order: a block of `L` storage words (one SIMD register) holds `L * E` elements; decoding
+//! sub-vector `j` of the block yields elements `E * (b * L + i) + j` for lanes `i`. Rather than
+//! shuffling them back, queries and accumulators live in that same permuted order (see `layout`),
+//! so the decode is one or two integer ops per register and no shuffle.
+//!
+//! Everything here is `#[inline(always)]`: it must be inlined into the `WithSimd` entry point for
+//! the target features to apply.
+
+#![allow(clippy::needless_range_loop)] // indexing small const-size register arrays reads clearest
+
+use pulp::Simd;
+
+/// How elements are packed in 32-bit storage words.
+pub(crate) trait WordFormat: Copy + Send + Sync + 'static {
+    /// Elements per word (`E`).
+    const ELEMS: usize;
+    /// Sub-vector `j < ELEMS` of a block of words, as f32 (before any int8 scale).
+    fn decode<S: Simd>(simd: S, words: S::u32s, j: usize) -> S::f32s;
+}
+
+#[derive(Clone, Copy)]
+pub(crate) struct F32Words;
+#[derive(Clone, Copy)]
+pub(crate) struct Bf16Words;
+#[derive(Clone, Copy)]
+pub(crate) struct Int8Words;
+
+impl WordFormat for F32Words {
+    const ELEMS: usize = 1;
+    #[inline(always)]
+    fn decode<S: Simd>(simd: S, words: S::u32s, _j: usize) -> S::f32s {
+        simd.transmute_f32s_u32s(words)
+    }
+}
+
+impl WordFormat for Bf16Words {
+    const ELEMS: usize = 2;
+    #[inline(always)]
+    fn decode<S: Simd>(simd: S, words: S::u32s, j: usize) -> S::f32s {
+        // A bf16 is the top half of an f32: shift the low one up, mask the high one in place.
+        let bits = if j == 0 {
+            simd.wrapping_dyn_shl_u32s(words, simd.splat_u32s(16))
+        } else {
+            simd.and_u32s(words, simd.splat_u32s(0xffff_0000))
+        };
+        simd.transmute_f32s_u32s(bits)
+    }
+}
+
+/// 2^23 + 128: or-ing a byte into the mantissa of 2^23 gives 2^23 + byte exactly, and the bias of
+/// the stored int8 is removed by the same subtraction.
+const INT8_MAGIC_BITS: u32 = 0x4b00_0000;
+const INT8_MAGIC_OFFSET: f32 = 8_388_736.0;
+
+impl WordFormat for Int8Words {
+    const ELEMS: usize = 4;
+    #[inline(always)]
+    fn decode<S: Simd>(simd: S, words: S::u32s, j: usize) -> S::f32s {
+        // Byte 0 needs no shift and byte 3 no mask (j is a constant after unrolling).
+        let shifted = if j == 0 {
+            words
+        } else {
+            simd.wrapping_dyn_shr_u32s(words, simd.splat_u32s(8 * j as u32))
+        };
+        let byte = if j == 3 {
+            shifted
+        } else {
+            simd.and_u32s(shifted, simd.splat_u32s(0xff))
+        };
+        let biased = simd.or_u32s(byte, simd.splat_u32s(INT8_MAGIC_BITS));
+        simd.sub_f32s(
+            simd.transmute_f32s_u32s(biased),
+            simd.splat_f32s(INT8_MAGIC_OFFSET),
+        )
+    }
+}
+
+/// Block `b` of a row (`L` words, or fewer, zero-filled, at the end of the row).
+#[inline(always)]
+fn load_block<S: Simd>(simd: S, row: &[u32], b: usize) -> S::u32s {
+    let lanes = S::U32_LANES;
+    let start = b * lanes;
+    let end = (start + lanes).min(row.len());
+    if end - start == lanes {
+        S::as_simd_u32s(&row[start..end]).0[0]
+    } else {
+        simd.partial_load_u32s(&row[start..end])
+    }
+}
+
+/// Dot products of `R` permuted query rows with one stored key row (the raw sums: the caller
+/// applies the int8 scale). `qs[r]` has `blocks * ELEMS` vectors, zero past the head dim.
+#[inline(always)]
+pub(crate) fn dot_rows<S: Simd, F: WordFormat, const R: usize>(
+    simd: S,
+    qs: [&[S::f32s]; R],
+    row: &[u32],
+) -> [f32; R] {
+    let blocks = row.len().div_ceil(S::U32_LANES);
+    // Two accumulators per row so consecutive FMAs do not wait on each other.
+    let mut acc = [[simd.splat_f32s(0.0); 2]; R];
+    for b in 0..blocks {
+        let words = load_block(simd, row, b);
+        for j in 0..F::ELEMS {
+            let k = F::decode(simd, words, j);
+            let slot = b * F::ELEMS + j;
+            for r in 0..R {
+                acc[r][slot & 1] = simd.mul_add_e_f32s(qs[r][slot], k, acc[r][slot & 1]);
+            }
+        }
+    }
+    // No closures here: they would not inherit the target features of the pulp entry point.
+    let mut sums = [0.0f32; R];
+    for r in 0..R {
+        sums[r] = simd.reduce_sum_f32s(simd.add_f32s(acc[r][0], acc[r][1]));
+    }
+    sums
+}
+
+/// `acc[r] += sum_t p[r][t] * v_t` over the `ntok` value rows of a tile (row `t` at
+/// `values[t * row_words..]`). Walks the tile one register column at a time, so each accumulator
+/// register is loaded and stored once per tile rather than once per token.
+#[inline(always)]
+pub(crate) fn accumulate_rows<S: Simd, F: WordFormat, const R: usize>(
+    simd: S,
+    acc: [&mut [S::f32s]; R],
+    p: [&[f32]; R],
+    values: &[u32],
+    row_words: usize,
+    ntok: usize,
+) {
+    let blocks = row_words.div_ceil(S::U32_LANES);
+    for b in 0..blocks {
+        let mut a = [[simd.splat_f32s(0.0); 4]; R];
+        for r in 0..R {
+            for j in 0..F::ELEMS {
+                a[r][j] = acc[r][b * F::ELEMS + j];
+            }
+        }
+        for t in 0..ntok {
+            let words = load_block(simd, &values[t * row_words..][..row_words], b);
+            let mut weights = [simd.splat_f32s(0.0); R];
+            for r in 0..R {
+                weights[r] = simd.splat_f32s(p[r][t]);
+            }
+            for j in 0..F::ELEMS {
+                let v = F::decode(simd, words, j);
+                for r in 0..R {
+                    a[r][j] = simd.mul_add_e_f32s(weights[r], v, a[r][j]);
+                }
+            }
+        }
+        for r in 0..R {
+            for j in 0..F::ELEMS {
+                acc[r][b * F::ELEMS + j] = a[r][j];
+            }
+        }
+    }
+}
+
+/// `x *= factor` on a whole accumulator row.
+#[inline(always)]
+pub(crate) fn scale_row<S: Simd>(simd: S, x: &mut [S::f32s], factor: f32) {
+    let f = simd.splat_f32s(factor);
+    for v in x {
+        *v = simd.mul_f32s(*v, f);
+    }
+}
+
+/// Largest value of `x` (-inf if empty).
+#[inline(always)]
+pub(crate) fn max_of<S: Simd>(simd: S, x: &[f32]) -> f32 {
+    let (body, tail) = S::as_simd_f32s(x);
+    let mut m = simd.splat_f32s(f32::NEG_INFINITY);
+    for v in body {
+        m = simd.max_f32s(m, *v);
+    }
+    let mut max = simd.reduce_max_f32s(m);
+    for &v in tail {
+        max = max.max(v);
+    }
+    max
+}
+
+/// `p[t] = exp(s[t] - max)` in place, returning the sum. Arguments below -87 (and -inf) give
+/// exactly 0, so masked scores drop out without NaN.
+#[inline(always)]
+pub(crate) fn exp_shifted_sum<S: Simd>(simd: S, scores: &mut [f32], max: f32) -> f32 {
+    let m = simd.splat_f32s(max);
+    let (body, tail) = S::as_mut_simd_f32s(scores);
+    let mut sum = simd.splat_f32s(0.0);
+    for x in body {
+        *x = exp_nonpositive(simd, simd.sub_f32s(*x, m));
+        sum = simd.add_f32s(sum, *x);
+    }
+    let mut total = simd.reduce_sum_f32s(sum);
+    for x in tail {
+        let e = exp_nonpositive(simd, simd.splat_f32s(*x - max));
+        *x = simd.reduce_max_f32s(e);
+        total += *x;
+    }
+    total
+}
+
+/// `exp(x)` for `x <= ~88` (here always `<= 0`): Cody-Waite reduction to `r in [-ln2/2, ln2/2]`,
+/// a degree-6 polynomial (relative error ~1e-7), and `2^n` built in the exponent bits. The
+/// rounding of `x * log2(e)` uses the 1.5 * 2^23 trick, whose low mantissa bits then hold `n`.
+#[inline(always)]
+fn exp_nonpositive<S: Simd>(simd: S, x: S::f32s) -> S::f32s {
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    const ROUND_MAGIC: f32 = 12_582_912.0;
+    const LN2_HI: f32 = 0.693_359_4;
+    const LN2_LO: f32 = -2.121_944_4e-4;
+    const FLOOR: f32 = -87.0;
+    let underflow = simd.less_than_f32s(x, simd.splat_f32s(FLOOR));
+    let x = simd.max_f32s(x, simd.splat_f32s(FLOOR));
+    let t = simd.mul_add_e_f32s(x, simd.splat_f32s(LOG2E), simd.splat_f32s(ROUND_MAGIC));
+    let n = simd.sub_f32s(t, simd.splat_f32s(ROUND_MAGIC));
+    let r = simd.mul_add_e_f32s(n, simd.splat_f32s(-LN2_HI), x);
+    let r = simd.mul_add_e_f32s(n, simd.splat_f32s(-LN2_LO), r);
+    let mut poly = simd.splat_f32s(1.0 / 720.0);
+    for c in [1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0] {
+        poly = simd.mul_add_e_f32s(poly, r, simd.splat_f32s(c));
+    }
+    let exponent = simd.add_u32s(simd.transmute_u32s_f32s(t), simd.splat_u32s(127));
+    let pow2n = simd.transmute_f32s_u32s(simd.wrapping_dyn_shl_u32s(exponent, simd.splat_u32s(23)));
+    simd.select_f32s(underflow, simd.splat_f32s(0.0), simd.mul_f32s(poly, pow2n))
+}

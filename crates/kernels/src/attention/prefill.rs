@@ -1,0 +1,135 @@
+//! Prefill: a chunk of `n` queries at positions `q_start..q_start + n` against keys
+//! `0..q_start + n`, parallel (rayon, current pool) over (KV head, query tile) work items.
+
+use super::AttentionError;
+use super::checks::check_call;
+use super::dispatch::{AttendRange, run_at};
+use super::epilogue::{FinalRow, RowGate, write_row};
+use super::kv::KvLayer;
+use super::stats::AttentionStats;
+use super::tile::{PartialRows, QueryRow};
+use crate::SimdLevel;
+use crate::reference::{AttentionShape, GateScores};
+use rayon::prelude::*;
+
+/// Query rows (positions x query heads of one KV head) per work item: enough to amortize each
+/// K/V tile over many rows, few enough that the accumulators stay in L1/L2.
+const ROWS_PER_ITEM: usize = 32;
+
+/// Causal attention of a chunk of queries, gate fused in the epilogue; equals
+/// `reference::causal_attention` followed by `reference::apply_output_gate` on the stored K/V.
+///
+/// - `q`: `[n, num_heads, head_dim]` (after q_norm and RoPE); `out`: `[n, num_heads * head_dim]`
+/// - `gate`: the chunk's gate scores (`[n, H]` headwise, `[n, H * D]` elementwise)
+/// - `kv`: holds at least `q_start + n` tokens (later ones are ignored, by causality)
+/// - `stats`: if given, this call's sink mass and gate values are added to it.
+#[allow(clippy::too_many_arguments)]
+pub fn prefill(
+    level: SimdLevel,
+    shape: AttentionShape,
+    q: &[f32],
+    q_start: usize,
+    n: usize,
+    kv: &KvLayer,
+    gate: GateScores<'_>,
+    out: &mut [f32],
+    stats: Option<&mut AttentionStats>,
+) -> Result<(), AttentionError> {
+    check_call(level, shape, q, q_start, n, kv, gate, out)?;
+    let AttentionShape {
+        num_heads,
+        num_kv_heads,
+        head_dim,
+    } = shape;
+    let group = shape.group_size();
+    let positions_per_item = (ROWS_PER_ITEM / group).max(1);
+    let tiles = n.div_ceil(positions_per_item);
+    let items: Vec<(usize, usize)> = (0..num_kv_heads)
+        .flat_map(|j| (0..tiles).map(move |tile| (j, tile)))
+        .collect();
+    let want_stats = stats.is_some();
+
+    let results: Vec<(Vec<f32>, Option<AttentionStats>)> = items
+        .par_iter()
+        .map(|&(j, tile)| {
+            let t_begin = tile * positions_per_item;
+            let t_end = n.min(t_begin + positions_per_item);
+            let rows: Vec<QueryRow> = (t_begin..t_end)
+                .flat_map(|t| {
+                    (0..group).map(move |g| QueryRow {
+                        q_offset: (t * num_heads + j * group + g) * head_dim,
+                        position: q_start + t,
+                    })
+                })
+                .collect();
+            let partial = run_at(
+                level,
+                AttendRange {
+                    kv: kv.head(j),
+                    q,
+                    rows: &rows,
+                    keys: 0..q_start + t_end,
+                },
+            );
+            let mut local = want_stats.then(AttentionStats::default);
+            let mut item_out = vec![0.0f32; rows.len() * head_dim];
+            for (r, out_row) in item_out.chunks_exact_mut(head_dim).enumerate() {
+                let t = t_begin + r / group;
+                let h = j * group + r % group;
+                write_row(
+                    final_row(&partial, r),
+                    row_gate(gate, t, h, num_heads, head_dim),
+                    out_row,
+                    local.as_mut(),
+                    q_start + t == 0,
+                );
+            }
+            (item_out, local)
+        })
+        .collect();
+
+    let mut total = AttentionStats::default();
+    for (&(j, tile), (item_out, local)) in items.iter().zip(&results) {
+        let t_begin = tile * positions_per_item;
+        for (r, row) in item_out.chunks_exact(head_dim).enumerate() {
+            let t = t_begin + r / group;
+            let h = j * group + r % group;
+            out[(t * num_heads + h) * head_dim..][..head_dim].copy_from_slice(row);
+        }
+        if let Some(local) = local {
+            total.merge(local);
+        }
+    }
+    if let Some(stats) = stats {
+        stats.merge(&total);
+    }
+    Ok(())
+}
+
+pub(crate) fn final_row(partial: &PartialRows, r: usize) -> FinalRow<'_> {
+    FinalRow {
+        acc: &partial.acc[r * partial.row_len..][..partial.row_len],
+        m: partial.m[r],
+        l: partial.l[r],
+        s0: partial.s0[r],
+        lanes: partial.lanes,
+        elems_per_word: partial.elems_per_word,
+    }
+}
+
+/// The gate of query `t` (index within the call), head `h`.
+pub(crate) fn row_gate<'a>(
+    gate: GateScores<'a>,
+    t: usize,
+    h: usize,
+    num_heads: usize,
+    head_dim: usize,
+) -> RowGate<'a> {
+    match gate {
+        GateScores::None => RowGate::None,
+        GateScores::Headwise(g) => RowGate::Headwise(g[t * num_heads + h]),
+        GateScores::Elementwise(g) => {
+            RowGate::Elementwise(&g[(t * num_heads + h) * head_dim..][..head_dim])
+        }
+    }
+}

@@ -1,0 +1,234 @@
+//! Blocking: a block of query rows (all query heads of one KV head, for one or more positions)
+//! streams a range of keys of that KV head in tiles of `KEY_TILE`, keeping an online softmax per
+//! row: running max `m`, running sum `l`, and the f32 accumulator rescaled whenever `m` grows.
+//! Each K/V tile is loaded once for the whole block and stays in L1 while its rows use it.
+
+#![allow(clippy::needless_range_loop)] // indexing small const-size register arrays reads clearest
+
+use super::kv::KvHeadView;
+use super::layout::{permute_scaled, permuted_len};
+use super::microkernel::{
+    WordFormat, accumulate_rows, dot_rows, exp_shifted_sum, max_of, scale_row,
+};
+use pulp::Simd;
+use std::ops::Range;
+
+/// Keys per tile: 64 rows of K (16 KiB at head_dim 128 in bf16) plus as many of V fit in L1
+/// beside the accumulators. A multiple of every lane count, so score rows need no tails.
+pub(crate) const KEY_TILE: usize = 64;
+
+/// The running softmax state of a block of rows after a key range, in the permuted slot order.
+#[derive(Debug, Clone)]
+pub(crate) struct PartialRows {
+    /// Slots per row in `acc`.
+    pub row_len: usize,
+    /// Lanes and elements per word of the permutation (for `layout::slot_of`).
+    pub lanes: usize,
+    pub elems_per_word: usize,
+    pub m: Vec<f32>,
+    pub l: Vec<f32>,
+    /// Scaled score of key 0 (-inf if key 0 was not in the range).
+    pub s0: Vec<f32>,
+    /// `[rows, row_len]`, not yet divided by `l`.
+    pub acc: Vec<f32>,
+}
+
+/// One query row: where its (unscaled) query vector starts in `q`, and its absolute position.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct QueryRow {
+    pub q_offset: usize,
+    pub position: usize,
+}
+
+struct Block<S: Simd> {
+    row_len_vecs: usize,
+    q: Vec<S::f32s>,
+    acc: Vec<S::f32s>,
+    position: Vec<usize>,
+    m: Vec<f32>,
+    l: Vec<f32>,
+    s0: Vec<f32>,
+    /// `[rows, KEY_TILE]`: scores, then probabilities, of the current tile.
+    p: Vec<f32>,
+    /// Visible keys of each row in the current tile.
+    visible: Vec<usize>,
+}
+
+/// Runs the online softmax of `rows` over keys `keys` of one KV head.
+#[inline(always)]
+pub(crate) fn attend_range<S: Simd, F: WordFormat>(
+    simd: S,
+    kv: KvHeadView<'_>,
+    q: &[f32],
+    rows: &[QueryRow],
+    keys: Range<usize>,
+) -> PartialRows {
+    let lanes = S::F32_LANES;
+    let row_len = permuted_len(kv.row_words, F::ELEMS, lanes);
+    let vecs = row_len / lanes;
+    let scale = 1.0 / (kv.head_dim as f32).sqrt();
+    let zero = simd.splat_f32s(0.0);
+    let mut block = Block::<S> {
+        row_len_vecs: vecs,
+        q: vec![zero; rows.len() * vecs],
+        acc: vec![zero; rows.len() * vecs],
+        position: rows.iter().map(|r| r.position).collect(),
+        m: vec![f32::NEG_INFINITY; rows.len()],
+        l: vec![0.0; rows.len()],
+        s0: vec![f32::NEG_INFINITY; rows.len()],
+        p: vec![0.0; rows.len() * KEY_TILE],
+        visible: vec![0; rows.len()],
+    };
+    for (r, row) in rows.iter().enumerate() {
+        let dst: &mut [f32] = bytemuck::cast_slice_mut(&mut block.q[r * vecs..][..vecs]);
+        let src = &q[row.q_offset..][..kv.head_dim];
+        permute_scaled(src, scale, F::ELEMS, lanes, dst);
+    }
+    let mut k0 = keys.start;
+    while k0 < keys.end {
+        let ntok = KEY_TILE.min(keys.end - k0);
+        block.tile::<F>(simd, kv, k0, ntok);
+        k0 += ntok;
+    }
+    PartialRows {
+        row_len,
+        lanes,
+        elems_per_word: F::ELEMS,
+        m: block.m,
+        l: block.l,
+        s0: block.s0,
+        acc: bytemuck::cast_slice(&block.acc).to_vec(),
+    }
+}
+
+/// Asks for the K and V rows of key `key` (one tile ahead of the one computing), so DRAM streams
+/// while this tile computes: the hardware prefetcher alone left decode at ~half the read
+/// bandwidth, and one burst per tile stalled on full miss buffers, hence one row per key. A hint.
+#[inline(always)]
+fn prefetch_row(kv: KvHeadView<'_>, key: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if key < kv.len {
+        use core::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        const WORDS_PER_LINE: usize = 16;
+        let start = key * kv.row_words;
+        for w in (start..start + kv.row_words).step_by(WORDS_PER_LINE) {
+            // SAFETY: prefetch is a hint (never faults); SSE is baseline on x86_64; `w` is in bounds.
+            unsafe {
+                _mm_prefetch::<_MM_HINT_T0>(kv.k[w..].as_ptr().cast());
+                _mm_prefetch::<_MM_HINT_T0>(kv.v[w..].as_ptr().cast());
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (kv, key);
+}
+
+/// Splits `rows` rows into register-blocked chunks of 4, 2 and 1 and calls `$body` with a
+/// const `R` for each: `$body!(start, R)`.
+macro_rules! for_row_chunks {
+    ($rows:expr, |$start:ident, $r:ident| $body:block) => {{
+        let mut $start = 0usize;
+        while $start < $rows {
+            let left = $rows - $start;
+            if left >= 4 {
+                const $r: usize = 4;
+                $body;
+                $start += 4;
+            } else if left >= 2 {
+                const $r: usize = 2;
+                $body;
+                $start += 2;
+            } else {
+                const $r: usize = 1;
+                $body;
+                $start += 1;
+            }
+        }
+    }};
+}
+
+impl<S: Simd> Block<S> {
+    /// Keys `k0 .. k0 + ntok`: scores, online-softmax update, then the V accumulation.
+    #[inline(always)]
+    fn tile<F: WordFormat>(&mut self, simd: S, kv: KvHeadView<'_>, k0: usize, ntok: usize) {
+        let rows = self.m.len();
+        let vecs = self.row_len_vecs;
+        let rw = kv.row_words;
+        for (vis, &pos) in self.visible.iter_mut().zip(&self.position) {
+            *vis = (pos + 1).saturating_sub(k0).min(ntok);
+        }
+
+        for_row_chunks!(rows, |start, R| {
+            let chunk_visible = self.visible[start..start + R]
+                .iter()
+                .copied()
+                .max()
+                .unwrap_or(0);
+            let q: [&[S::f32s]; R] =
+                core::array::from_fn(|r| &self.q[(start + r) * vecs..][..vecs]);
+            for t in 0..chunk_visible {
+                let key = k0 + t;
+                if start == 0 {
+                    prefetch_row(kv, key + KEY_TILE);
+                }
+                let dots = dot_rows::<S, F, R>(simd, q, &kv.k[key * rw..][..rw]);
+                let k_scale = if kv.k_scale.is_empty() {
+                    1.0
+                } else {
+                    kv.k_scale[key]
+                };
+                for r in 0..R {
+                    self.p[(start + r) * KEY_TILE + t] = dots[r] * k_scale;
+                }
+            }
+        });
+
+        for r in 0..rows {
+            let p = &mut self.p[r * KEY_TILE..][..KEY_TILE];
+            let vis = self.visible[r];
+            // Masked and past-the-range slots become -inf: exp gives them exactly 0.
+            p[vis..].iter_mut().for_each(|x| *x = f32::NEG_INFINITY);
+            let tile_max = max_of(simd, p);
+            if tile_max == f32::NEG_INFINITY {
+                // Nothing visible (or every score -inf): this tile adds nothing to the row.
+                p.iter_mut().for_each(|x| *x = 0.0);
+                continue;
+            }
+            if k0 == 0 {
+                self.s0[r] = p[0];
+            }
+            let m_new = self.m[r].max(tile_max);
+            if m_new > self.m[r] {
+                // exp(-inf) = 0 on the first tile: the empty accumulator is simply reset.
+                let alpha = (self.m[r] - m_new).exp();
+                self.l[r] *= alpha;
+                scale_row(simd, &mut self.acc[r * vecs..][..vecs], alpha);
+                self.m[r] = m_new;
+            }
+            self.l[r] += exp_shifted_sum(simd, p, m_new);
+            if !kv.v_scale.is_empty() {
+                for (x, s) in p[..vis].iter_mut().zip(&kv.v_scale[k0..k0 + vis]) {
+                    *x *= s;
+                }
+            }
+        }
+
+        let values = &kv.v[k0 * rw..(k0 + ntok) * rw];
+        for_row_chunks!(rows, |start, R| {
+            let chunk_visible = self.visible[start..start + R]
+                .iter()
+                .copied()
+                .max()
+                .unwrap_or(0);
+            if chunk_visible > 0 {
+                let mut acc_rows =
+                    self.acc[start * vecs..(start + R) * vecs].chunks_exact_mut(vecs);
+                let acc: [&mut [S::f32s]; R] =
+                    core::array::from_fn(|_| acc_rows.next().expect("R rows"));
+                let p: [&[f32]; R] =
+                    core::array::from_fn(|r| &self.p[(start + r) * KEY_TILE..][..KEY_TILE]);
+                accumulate_rows::<S, F, R>(simd, acc, p, values, rw, chunk_visible);
+            }
+        });
+    }
+}
