@@ -36,6 +36,14 @@ pub enum Command {
     /// Show the SIMD level, threads and (with --model) the model's shapes and sizes
     #[command(after_help = "Example:\n  gattn-cpu info\n  gattn-cpu info -m /tmp/tiny")]
     Info(InfoArgs),
+    /// RULER long-context evaluation: run, resume, shard (`merge`) and compare checkpoints
+    #[command(
+        after_help = "Examples:\n  gattn-cpu ruler -m models/qwen3-1.7b --tasks niah_single_1,vt --lengths 4K,8K -n 20 --out out/base\n  \
+        gattn-cpu ruler -m models/qwen3-1.7b --lengths 128K --rope-scaling yarn:4 --shard 0/4 --out out/s0\n  \
+        gattn-cpu ruler merge out/s0 out/s1 out/s2 out/s3 --out out/all\n  \
+        gattn-cpu ruler compare out/base out/headwise out/elementwise --out out/compare"
+    )]
+    Ruler(crate::commands::ruler::RulerArgs),
 }
 
 #[derive(Args)]

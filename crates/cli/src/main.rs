@@ -18,6 +18,7 @@ fn main() -> ExitCode {
         Command::Logits(args) => commands::logits::run(args),
         Command::Init(args) => commands::init::run(args),
         Command::Info(args) => commands::info::run(args),
+        Command::Ruler(args) => commands::ruler::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -24,6 +24,7 @@ mod error;
 mod fit;
 mod generate;
 mod rng;
+pub mod run;
 mod score;
 mod sentences;
 mod task;

@@ -3,6 +3,7 @@
 pub mod info;
 pub mod init;
 pub mod logits;
+pub mod ruler;
 pub mod run;
 
 use anyhow::{Context, Result, bail};
