@@ -1,0 +1,258 @@
+//! Attention benches: one layer of the Qwen3-1.7B shape (16 heads, 8 kv heads, head_dim 128).
+//!
+//! - decode at 1K, 8K, 32K, 128K cached tokens, per KV dtype: GB/s of KV read, and as a ratio to
+//!   the read bandwidth measured in the same run (both on a 2-thread pool);
+//! - the gate's cost: decode at 32K gated (headwise, elementwise) vs baseline;
+//! - prefill of a 512-query chunk at offsets 0, 8K, 32K: GFLOP/s (4 * D flops per query-key pair).
+//!
+//! Criterion prints its own estimates; the summary lines (`summary: ...`) use the median of a
+//! short timed loop run right after, so ratios compare numbers taken moments apart on this shared,
+//! noisy machine. `ATTN_BENCH_DTYPES=bf16,int8,f32` picks dtypes (default bf16,int8).
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use gattn_benches::measure_read_bandwidth_gbps;
+use gattn_kernels::attention::{AttentionShape, GateScores, KvDtype, KvLayer, decode, prefill};
+use gattn_kernels::dispatch::simd_level;
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+const SHAPE: AttentionShape = AttentionShape {
+    num_heads: 16,
+    num_kv_heads: 8,
+    head_dim: 128,
+};
+const THREADS: usize = 2;
+
+/// Deterministic values in [-1, 1) without an RNG over hundreds of millions of elements.
+fn fill(seed: usize, out: &mut [f32]) {
+    let mut x = (seed as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    for v in out {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *v = (x >> 40) as f32 / (1u64 << 23) as f32 - 1.0;
+    }
+}
+
+fn layer(dtype: KvDtype, tokens: usize) -> KvLayer {
+    let row = SHAPE.num_kv_heads * SHAPE.head_dim;
+    let mut layer = KvLayer::new(dtype, SHAPE.num_kv_heads, SHAPE.head_dim).unwrap();
+    layer.reserve(tokens).unwrap();
+    let chunk = 1024;
+    let (mut k, mut v) = (vec![0.0; chunk * row], vec![0.0; chunk * row]);
+    let mut done = 0;
+    while done < tokens {
+        let n = chunk.min(tokens - done);
+        fill(2 * done + 1, &mut k[..n * row]);
+        fill(2 * done + 2, &mut v[..n * row]);
+        layer.append(&k[..n * row], &v[..n * row]).unwrap();
+        done += n;
+    }
+    layer
+}
+
+fn dtypes() -> Vec<KvDtype> {
+    std::env::var("ATTN_BENCH_DTYPES")
+        .unwrap_or_else(|_| "bf16,int8".into())
+        .split(',')
+        .filter_map(KvDtype::parse)
+        .collect()
+}
+
+/// `ATTN_BENCH_ONLY=decode,gate,prefill` runs only those parts (default: all).
+fn wanted(part: &str) -> bool {
+    std::env::var("ATTN_BENCH_ONLY").map_or(true, |only| only.split(',').any(|p| p == part))
+}
+
+fn median_seconds(runs: usize, mut f: impl FnMut()) -> f64 {
+    f();
+    let mut times: Vec<f64> = (0..runs)
+        .map(|_| {
+            let start = Instant::now();
+            f();
+            start.elapsed().as_secs_f64()
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
+}
+
+fn pool() -> rayon::ThreadPool {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(THREADS)
+        .build()
+        .unwrap()
+}
+
+fn bench_decode(c: &mut Criterion) {
+    if !wanted("decode") {
+        return;
+    }
+    let pool = pool();
+    let level = simd_level();
+    let bandwidth = measure_read_bandwidth_gbps(THREADS);
+    eprintln!(
+        "summary: read bandwidth {THREADS} threads {bandwidth:.1} GB/s at start, level {level}"
+    );
+    let row = SHAPE.num_heads * SHAPE.head_dim;
+    let mut q = vec![0.0; row];
+    fill(99, &mut q);
+    let mut group = c.benchmark_group("attention_decode");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(2));
+    for dtype in dtypes() {
+        for tokens in [1024usize, 8192, 32768, 131072] {
+            let kv = layer(dtype, tokens);
+            let bytes = (tokens * kv.bytes_per_token()) as f64;
+            let mut out = vec![0.0; row];
+            let mut run = || {
+                pool.install(|| {
+                    decode(
+                        level,
+                        SHAPE,
+                        &q,
+                        tokens - 1,
+                        &kv,
+                        GateScores::None,
+                        &mut out,
+                        None,
+                    )
+                    .unwrap()
+                });
+                black_box(&out);
+            };
+            group.throughput(Throughput::Bytes(bytes as u64));
+            group.bench_function(format!("{dtype}/{tokens}"), |b| b.iter(&mut run));
+            // The probe right before and after the timed loop: the ratio compares like moments.
+            let before = measure_read_bandwidth_gbps(THREADS);
+            let seconds = median_seconds(if tokens > 32768 { 7 } else { 21 }, &mut run);
+            let after = measure_read_bandwidth_gbps(THREADS);
+            let adjacent = 0.5 * (before + after);
+            let gbps = bytes / seconds / 1e9;
+            eprintln!(
+                "summary: decode {dtype} {tokens:>6} keys: {:8.1} us, {gbps:6.1} GB/s KV read = {:5.1}% of read bandwidth {adjacent:.1} GB/s (probes {before:.1}, {after:.1})",
+                seconds * 1e6,
+                100.0 * gbps / adjacent
+            );
+        }
+    }
+    group.finish();
+}
+
+fn bench_gate_cost(c: &mut Criterion) {
+    if !wanted("gate") {
+        return;
+    }
+    let pool = pool();
+    let level = simd_level();
+    let tokens = 32768;
+    let row = SHAPE.num_heads * SHAPE.head_dim;
+    let kv = layer(KvDtype::Bf16, tokens);
+    let mut q = vec![0.0; row];
+    fill(5, &mut q);
+    let mut headwise = vec![0.0; SHAPE.num_heads];
+    fill(6, &mut headwise);
+    let mut elementwise = vec![0.0; row];
+    fill(7, &mut elementwise);
+    let gates = [
+        ("baseline", GateScores::None),
+        ("headwise", GateScores::Headwise(&headwise)),
+        ("elementwise", GateScores::Elementwise(&elementwise)),
+    ];
+    let mut group = c.benchmark_group("attention_gate");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(2));
+    let mut medians = Vec::new();
+    for (name, gate) in gates {
+        let mut out = vec![0.0; row];
+        let mut run = || {
+            pool.install(|| {
+                decode(level, SHAPE, &q, tokens - 1, &kv, gate, &mut out, None).unwrap()
+            });
+            black_box(&out);
+        };
+        group.bench_function(format!("decode_bf16_32k/{name}"), |b| b.iter(&mut run));
+        medians.push((name, median_seconds(31, &mut run)));
+    }
+    group.finish();
+    // Interleaved re-measure: alternating runs cancel slow drifts of the shared machine.
+    let mut ratios = vec![Vec::new(); gates.len()];
+    for _ in 0..15 {
+        let mut t = [0.0; 3];
+        for (i, (_, gate)) in gates.iter().enumerate() {
+            let mut out = vec![0.0; row];
+            t[i] = median_seconds(3, || {
+                pool.install(|| {
+                    decode(level, SHAPE, &q, tokens - 1, &kv, *gate, &mut out, None).unwrap()
+                });
+            });
+        }
+        for i in 0..3 {
+            ratios[i].push(t[i] / t[0]);
+        }
+    }
+    for (i, (name, seconds)) in medians.iter().enumerate() {
+        ratios[i].sort_by(f64::total_cmp);
+        eprintln!(
+            "summary: gate {name:>11}: decode bf16 32K {:8.1} us, median ratio to baseline {:.4} (interleaved)",
+            seconds * 1e6,
+            ratios[i][ratios[i].len() / 2]
+        );
+    }
+}
+
+fn bench_prefill(c: &mut Criterion) {
+    if !wanted("prefill") {
+        return;
+    }
+    let pool = pool();
+    let level = simd_level();
+    let n = 512;
+    let row = SHAPE.num_heads * SHAPE.head_dim;
+    let mut q = vec![0.0; n * row];
+    fill(3, &mut q);
+    let mut group = c.benchmark_group("attention_prefill");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(100))
+        .measurement_time(Duration::from_secs(2));
+    for offset in [0usize, 8192, 32768] {
+        let kv = layer(KvDtype::Bf16, offset + n);
+        let pairs: f64 = (0..n).map(|t| (offset + t + 1) as f64).sum();
+        let flops = 4.0 * SHAPE.head_dim as f64 * SHAPE.num_heads as f64 * pairs;
+        let mut out = vec![0.0; n * row];
+        let mut run = || {
+            pool.install(|| {
+                prefill(
+                    level,
+                    SHAPE,
+                    &q,
+                    offset,
+                    n,
+                    &kv,
+                    GateScores::None,
+                    &mut out,
+                    None,
+                )
+                .unwrap()
+            });
+            black_box(&out);
+        };
+        group.throughput(Throughput::Elements(flops as u64));
+        group.bench_function(format!("bf16_512q/offset{offset}"), |b| b.iter(&mut run));
+        let seconds = median_seconds(3, &mut run);
+        eprintln!(
+            "summary: prefill bf16 512 queries at offset {offset:>5}: {:8.2} ms, {:6.1} GFLOP/s",
+            seconds * 1e3,
+            flops / seconds / 1e9
+        );
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_decode, bench_gate_cost, bench_prefill);
+criterion_main!(benches);

@@ -1,0 +1,72 @@
+//! Read-bandwidth probe: how fast this machine streams memory that is not in any cache.
+//!
+//! Benches print their figures as a ratio to this number, measured in the same run, so a noisy
+//! shared machine moves both sides together. The buffer is far larger than the last-level cache,
+//! each thread sums its own contiguous slice (the access pattern of a row-parallel mat-vec), and
+//! the median of several passes is returned.
+
+use std::time::Instant;
+
+/// Bytes the probe streams per pass: 8x a 32 MiB L3, so caches hold almost none of it.
+pub const PROBE_BYTES: usize = 256 << 20;
+
+/// Median read bandwidth in GB/s (1e9 bytes per second) with `threads` threads (a dedicated rayon
+/// pool of that size, so the caller's pool is untouched).
+pub fn measure_read_bandwidth_gbps(threads: usize) -> f64 {
+    measure_read_bandwidth_gbps_with(threads, PROBE_BYTES, 9)
+}
+
+/// As [`measure_read_bandwidth_gbps`] with an explicit buffer size and pass count.
+pub fn measure_read_bandwidth_gbps_with(threads: usize, bytes: usize, passes: usize) -> f64 {
+    let threads = threads.max(1);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .expect("building a rayon pool for the bandwidth probe");
+    let words = (bytes / 8).max(threads * 64);
+    // Filled by the threads that will read it, so pages are resident before timing starts.
+    let mut buffer = vec![0u64; words];
+    let slice_len = words.div_ceil(threads);
+    pool.install(|| {
+        use rayon::prelude::*;
+        buffer
+            .par_chunks_mut(slice_len)
+            .enumerate()
+            .for_each(|(i, chunk)| {
+                for (j, w) in chunk.iter_mut().enumerate() {
+                    *w = (i * 31 + j) as u64;
+                }
+            });
+    });
+    let mut rates = Vec::with_capacity(passes);
+    let mut checksum = 0u64;
+    for _ in 0..passes.max(1) {
+        let start = Instant::now();
+        let sum = pool.install(|| {
+            use rayon::prelude::*;
+            buffer
+                .par_chunks(slice_len)
+                .map(sum_words)
+                .reduce(|| 0, u64::wrapping_add)
+        });
+        let seconds = start.elapsed().as_secs_f64();
+        checksum = checksum.wrapping_add(sum);
+        rates.push((words * 8) as f64 / seconds / 1e9);
+    }
+    std::hint::black_box(checksum);
+    rates.sort_by(f64::total_cmp);
+    rates[rates.len() / 2]
+}
+
+/// Sums a slice with 8 independent accumulators, so the loop is limited by loads, not by adds.
+fn sum_words(words: &[u64]) -> u64 {
+    let mut acc = [0u64; 8];
+    let mut chunks = words.chunks_exact(8);
+    for chunk in &mut chunks {
+        for (a, w) in acc.iter_mut().zip(chunk) {
+            *a = a.wrapping_add(*w);
+        }
+    }
+    let tail: u64 = chunks.remainder().iter().fold(0, |a, w| a.wrapping_add(*w));
+    acc.iter().fold(tail, |a, w| a.wrapping_add(*w))
+}

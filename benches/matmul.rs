@@ -1,0 +1,289 @@
+//! Linear-layer kernels on Qwen3-1.7B shapes, reported against this machine's limits measured in
+//! the same run: mat-vec as GB/s of weights streamed (ratio to the read-bandwidth probe), 512-token
+//! mat-mat as GFLOP/s (int8: ratio to a measured AVX512-VNNI peak). 2 threads (rayon pool).
+//!
+//! Mat-vec rotates over enough copies of the matrix to exceed the 32 MiB L3, as a model's layers
+//! do, so the figures are DRAM figures. `cargo bench -p gattn-benches --bench matmul -- --quick`.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkId, Criterion, Throughput};
+use gattn_benches::bandwidth::{
+    PROBE_BYTES, measure_read_bandwidth_gbps, measure_read_bandwidth_gbps_with,
+};
+use gattn_kernels::matmul::{Q8Matrix, WeightMatrix, matmul};
+use half::bf16;
+
+const THREADS: usize = 2;
+const TOKENS: usize = 512;
+/// Total weight bytes a mat-vec rotates over (8x L3).
+const ROTATION_BYTES: usize = 256 << 20;
+
+/// (name, k = in_features, n = out_features)
+const SHAPES: &[(&str, usize, usize)] = &[
+    ("o_proj 2048x2048", 2048, 2048),
+    ("q_proj_gated_headwise 2048x2064", 2048, 2064),
+    ("q_proj_gated_elementwise 2048x4096", 2048, 4096),
+    ("gate_up 2048x6144", 2048, 6144),
+    ("down 6144x2048", 6144, 2048),
+    ("lm_head 2048x151936", 2048, 151936),
+];
+
+#[derive(Clone, Copy, PartialEq)]
+enum Format {
+    F32,
+    Bf16,
+    Int8,
+}
+
+impl Format {
+    fn name(self) -> &'static str {
+        match self {
+            Format::F32 => "f32",
+            Format::Bf16 => "bf16",
+            Format::Int8 => "int8",
+        }
+    }
+}
+
+/// Owned weights of one format.
+enum Owned {
+    F32(Vec<f32>),
+    Bf16(Vec<bf16>),
+    Int8(Q8Matrix<'static>),
+}
+
+impl Owned {
+    fn view(&self, n: usize, k: usize) -> WeightMatrix<'_> {
+        match self {
+            Owned::F32(w) => WeightMatrix::f32(w, n, k).unwrap(),
+            Owned::Bf16(w) => WeightMatrix::bf16(w, n, k).unwrap(),
+            Owned::Int8(q) => WeightMatrix::int8(q),
+        }
+    }
+}
+
+/// Cheap deterministic values in [-0.5, 0.5) (generating 300M of them must not take long).
+fn fill(len: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+        })
+        .collect()
+}
+
+fn make(format: Format, n: usize, k: usize, seed: u64) -> Owned {
+    let w = fill(n * k, seed);
+    match format {
+        Format::F32 => Owned::F32(w),
+        Format::Bf16 => Owned::Bf16(w.into_iter().map(bf16::from_f32).collect()),
+        Format::Int8 => Owned::Int8(Q8Matrix::quantize_f32(&w, n, k).unwrap()),
+    }
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Seconds per call from criterion's samples (recorded by `iter_custom`).
+struct Samples(Mutex<Vec<f64>>);
+
+impl Samples {
+    fn new() -> Self {
+        Samples(Mutex::new(Vec::new()))
+    }
+    fn record(&self, total: Duration, iters: u64) {
+        self.0
+            .lock()
+            .unwrap()
+            .push(total.as_secs_f64() / iters as f64);
+    }
+    /// None when criterion's filter skipped the benchmark.
+    fn median(&self) -> Option<f64> {
+        let mut v = self.0.lock().unwrap();
+        (!v.is_empty()).then(|| median(&mut v))
+    }
+}
+
+/// Sustained AVX512-VNNI throughput: independent `vpdpbusd` chains on every thread, in GOP/s
+/// (one u8 x i8 multiply-add = 2 ops, as FLOP counts do).
+fn measure_vnni_peak_gops(threads: usize) -> Option<f64> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if !std::arch::is_x86_feature_detected!("avx512vnni") {
+            return None;
+        }
+        const ITERS: u64 = 20_000_000;
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        let mut rates = Vec::new();
+        for _ in 0..5 {
+            let start = Instant::now();
+            pool.broadcast(|_| std::hint::black_box(unsafe { vnni_chains(ITERS) }));
+            let secs = start.elapsed().as_secs_f64();
+            rates.push((ITERS * 12 * 64 * 2 * threads as u64) as f64 / secs / 1e9);
+        }
+        Some(median(&mut rates))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = threads;
+        None
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+fn vnni_chains(iters: u64) -> i32 {
+    use std::arch::x86_64::*;
+    let a = _mm512_set1_epi8(3);
+    let b = _mm512_set1_epi8(-2);
+    let mut acc = [_mm512_setzero_si512(); 12];
+    for _ in 0..iters {
+        for c in acc.iter_mut() {
+            *c = _mm512_dpbusd_epi32(*c, a, b);
+        }
+    }
+    let sum = acc
+        .iter()
+        .fold(_mm512_setzero_si512(), |s, c| _mm512_add_epi32(s, *c));
+    _mm512_reduce_add_epi32(sum)
+}
+
+struct Summary {
+    lines: Vec<String>,
+}
+
+fn bench_matvec(c: &mut Criterion, summary: &mut Summary) {
+    let mut group = c.benchmark_group("matvec");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(2));
+    for &(name, k, n) in SHAPES {
+        for format in [Format::Int8, Format::Bf16] {
+            let one = make(format, n, k, 1);
+            let bytes = one.view(n, k).bytes();
+            let copies = ROTATION_BYTES.div_ceil(bytes).max(1);
+            let mut mats = vec![one];
+            for i in 1..copies {
+                mats.push(make(format, n, k, 1 + i as u64));
+            }
+            let x = fill(k, 99);
+            let mut y = vec![0.0f32; n];
+            let samples = Samples::new();
+            group.throughput(Throughput::Bytes(bytes as u64));
+            group.bench_function(BenchmarkId::new(format.name(), name), |bench| {
+                let mut next = 0;
+                bench.iter_custom(|iters| {
+                    let start = Instant::now();
+                    for _ in 0..iters {
+                        matmul(&mats[next].view(n, k), &x, None, &mut y).unwrap();
+                        next = (next + 1) % mats.len();
+                    }
+                    let t = start.elapsed();
+                    samples.record(t, iters);
+                    t
+                })
+            });
+            let Some(secs) = samples.median() else {
+                continue;
+            };
+            let gbps = bytes as f64 / secs / 1e9;
+            // Probed right after this benchmark: the machine is shared and its bandwidth drifts.
+            let bandwidth = measure_read_bandwidth_gbps_with(THREADS, PROBE_BYTES, 5);
+            summary.lines.push(format!(
+                "matvec {:4} {name:36} {gbps:6.1} GB/s = {:.2} x read bandwidth ({bandwidth:.1} GB/s probed after it)",
+                format.name(),
+                gbps / bandwidth
+            ));
+        }
+    }
+    group.finish();
+}
+
+fn bench_matmat(c: &mut Criterion, summary: &mut Summary, vnni_peak: Option<f64>) {
+    let mut group = c.benchmark_group("matmat512");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(3));
+    for &(name, k, n) in SHAPES.iter().filter(|s| s.2 < 100_000) {
+        for format in [Format::Int8, Format::Bf16, Format::F32] {
+            let w = make(format, n, k, 1);
+            let x = fill(TOKENS * k, 7);
+            let mut y = vec![0.0f32; TOKENS * n];
+            let flops = 2 * TOKENS * n * k;
+            let samples = Samples::new();
+            group.throughput(Throughput::Elements(flops as u64));
+            group.bench_function(BenchmarkId::new(format.name(), name), |bench| {
+                bench.iter_custom(|iters| {
+                    let start = Instant::now();
+                    for _ in 0..iters {
+                        matmul(&w.view(n, k), &x, None, &mut y).unwrap();
+                    }
+                    let t = start.elapsed();
+                    samples.record(t, iters);
+                    t
+                })
+            });
+            let Some(secs) = samples.median() else {
+                continue;
+            };
+            let gflops = flops as f64 / secs / 1e9;
+            let ratio = match (format, vnni_peak) {
+                (Format::Int8, Some(peak)) => format!(" = {:.2} x VNNI peak", gflops / peak),
+                _ => String::new(),
+            };
+            summary.lines.push(format!(
+                "matmat {:4} 512 tok {name:36} {gflops:7.1} GFLOP/s{ratio}",
+                format.name()
+            ));
+        }
+    }
+    group.finish();
+}
+
+fn main() {
+    // The kernels use the current (here: global) rayon pool; Criterion is not Send, so no install().
+    let _ = rayon::ThreadPoolBuilder::new()
+        .num_threads(THREADS)
+        .build_global();
+    let mut criterion = Criterion::default().configure_from_args();
+    let bw_before = measure_read_bandwidth_gbps(THREADS);
+    let vnni_peak = measure_vnni_peak_gops(THREADS);
+    let mut summary = Summary { lines: Vec::new() };
+    let filter_matmat = std::env::var("MATMUL_BENCH")
+        .map(|v| v == "matvec")
+        .unwrap_or(false);
+    let filter_matvec = std::env::var("MATMUL_BENCH")
+        .map(|v| v == "matmat")
+        .unwrap_or(false);
+    if !filter_matvec {
+        bench_matvec(&mut criterion, &mut summary);
+    }
+    if !filter_matmat {
+        bench_matmat(&mut criterion, &mut summary, vnni_peak);
+    }
+    let bw_after = measure_read_bandwidth_gbps(THREADS);
+    criterion.final_summary();
+    eprintln!("\n== matmul summary ({THREADS} threads) ==");
+    eprintln!(
+        "read bandwidth probe: {bw_before:.1} GB/s before, {bw_after:.1} GB/s after (mat-vec ratios use a probe taken right after each benchmark)"
+    );
+    match vnni_peak {
+        Some(p) => eprintln!("AVX512-VNNI peak probe: {p:.0} GOP/s"),
+        None => eprintln!("AVX512-VNNI peak probe: not available on this CPU"),
+    }
+    for line in &summary.lines {
+        eprintln!("{line}");
+    }
+}

@@ -1,0 +1,246 @@
+//! Splits a (possibly fused) matmul into column blocks and runs them on the current rayon pool.
+//!
+//! One job is one column block of one weight matrix for all tokens: wide enough that its
+//! weights amortize the task (about 256 KiB streamed for a mat-vec, an L2-sized panel for an
+//! int8 mat-mat), narrow enough that every thread gets several jobs.
+
+use std::cell::RefCell;
+
+use rayon::prelude::*;
+
+use super::error::MatmulError;
+use super::float::{self, FloatWeight};
+use super::int8::{self, layout::ROWS, quantize::Q8Activations};
+use super::{SimdLevel, WeightMatrix};
+
+pub(crate) enum Epilogue<'w, 'a> {
+    None,
+    /// `y = silu(x G^T) * y` with G the gate matrix (same shape as the main one).
+    SiluGate(&'w WeightMatrix<'a>),
+}
+
+/// A raw output pointer that jobs write disjoint column blocks through.
+#[derive(Clone, Copy)]
+struct OutPtr(*mut f32);
+// SAFETY: jobs write disjoint elements (different matrices or different column blocks).
+unsafe impl Send for OutPtr {}
+unsafe impl Sync for OutPtr {}
+
+struct Job {
+    matrix: usize,
+    col0: usize,
+    cols: usize,
+}
+
+/// The activations as every format wants them.
+struct Input<'x> {
+    x: &'x [f32],
+    m: usize,
+    q8: Option<Q8Activations>,
+}
+
+thread_local! {
+    static Q8_SCRATCH: RefCell<Q8Activations> = RefCell::new(Q8Activations::default());
+    static GATE_SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+pub(crate) fn run(
+    level: SimdLevel,
+    mats: &[(WeightMatrix<'_>, Option<&[f32]>)],
+    x: &[f32],
+    ys: &mut [&mut [f32]],
+    epilogue: Epilogue<'_, '_>,
+) -> Result<(), MatmulError> {
+    if !level.is_supported() {
+        return Err(MatmulError::UnsupportedLevel(level));
+    }
+    if mats.is_empty() || mats.len() != ys.len() {
+        return Err(MatmulError::Fusion {
+            what: format!("{} weight matrices but {} outputs", mats.len(), ys.len()),
+        });
+    }
+    let k = mats[0].0.k();
+    if let Some((w, _)) = mats.iter().find(|(w, _)| w.k() != k) {
+        return Err(MatmulError::Fusion {
+            what: format!("input sizes differ: {k} and {}", w.k()),
+        });
+    }
+    if !x.len().is_multiple_of(k) {
+        return Err(MatmulError::RaggedInput { len: x.len(), k });
+    }
+    let m = x.len() / k;
+    for ((w, bias), y) in mats.iter().zip(ys.iter()) {
+        if y.len() != m * w.n() {
+            return Err(MatmulError::Length {
+                what: "y",
+                got: y.len(),
+                expected: m * w.n(),
+            });
+        }
+        if let Some(b) = bias
+            && b.len() != w.n()
+        {
+            return Err(MatmulError::Length {
+                what: "bias",
+                got: b.len(),
+                expected: w.n(),
+            });
+        }
+    }
+    if m == 0 {
+        return Ok(());
+    }
+
+    let gate = match epilogue {
+        Epilogue::SiluGate(g) => Some(g),
+        Epilogue::None => None,
+    };
+    let needs_q8 = mats
+        .iter()
+        .map(|(w, _)| w)
+        .chain(gate)
+        .any(|w| matches!(w, WeightMatrix::Int8(_)));
+    let mut input = Input { x, m, q8: None };
+    if needs_q8 {
+        let mut q8 = Q8_SCRATCH.with_borrow_mut(std::mem::take);
+        let pad = if m == 1 {
+            1
+        } else {
+            int8::token_padding(level)
+        };
+        int8::quantize::quantize_activations_into(level, x, m, k, pad, &mut q8);
+        input.q8 = Some(q8);
+    }
+
+    let threads = rayon::current_num_threads();
+    let mut jobs = Vec::new();
+    for (matrix, (w, _)) in mats.iter().enumerate() {
+        let width = job_width(w, m, threads);
+        for col0 in (0..w.n()).step_by(width) {
+            jobs.push(Job {
+                matrix,
+                col0,
+                cols: width.min(w.n() - col0),
+            });
+        }
+    }
+    let outs: Vec<OutPtr> = ys.iter_mut().map(|y| OutPtr(y.as_mut_ptr())).collect();
+    let input_ref = &input;
+    let outs = &outs;
+    jobs.par_iter().for_each(|job| {
+        let (w, bias) = &mats[job.matrix];
+        let ld = w.n();
+        let y = outs[job.matrix];
+        // SAFETY: each job owns columns col0..col0+cols of its own output, `y` holds m * ld.
+        unsafe {
+            let y = y.0.add(job.col0);
+            compute(level, w, input_ref, job.col0, job.cols, y, ld);
+            if let Some(b) = bias {
+                for i in 0..m {
+                    for j in 0..job.cols {
+                        *y.add(i * ld + j) += b[job.col0 + j];
+                    }
+                }
+            }
+            if let Some(g) = gate {
+                GATE_SCRATCH.with_borrow_mut(|tmp| {
+                    tmp.clear();
+                    tmp.resize(m * job.cols, 0.0);
+                    compute(
+                        level,
+                        g,
+                        input_ref,
+                        job.col0,
+                        job.cols,
+                        tmp.as_mut_ptr(),
+                        job.cols,
+                    );
+                    for i in 0..m {
+                        for j in 0..job.cols {
+                            let gv = tmp[i * job.cols + j];
+                            *y.add(i * ld + j) *= gv / (1.0 + (-gv).exp());
+                        }
+                    }
+                });
+            }
+        }
+    });
+
+    if let Some(q8) = input.q8.take() {
+        Q8_SCRATCH.with_borrow_mut(|slot| *slot = q8);
+    }
+    Ok(())
+}
+
+/// Output columns per job (a multiple of the int8 row group, and of the 32-row VNNI tile).
+fn job_width(w: &WeightMatrix<'_>, m: usize, threads: usize) -> usize {
+    let n = w.n();
+    let row_bytes = (w.bytes() / n).max(1);
+    let by_cache = match (m, w) {
+        (1, _) => (256 << 10) / row_bytes,
+        (_, WeightMatrix::Int8(_)) => (512 << 10) / row_bytes,
+        _ => 128,
+    };
+    let balanced = n.div_ceil(4 * threads.max(1));
+    let align = 2 * ROWS;
+    by_cache.min(balanced).max(align).div_ceil(align) * align
+}
+
+/// Columns `col0 .. col0 + cols` of `x w^T` into `y` (column col0 of token 0, row stride `ld`).
+///
+/// # Safety
+/// `y` valid for `y[i * ld + j]`, `i < m`, `j < cols`, not accessed by other threads.
+unsafe fn compute(
+    level: SimdLevel,
+    w: &WeightMatrix<'_>,
+    input: &Input<'_>,
+    col0: usize,
+    cols: usize,
+    y: *mut f32,
+    ld: usize,
+) {
+    let (x, m) = (input.x, input.m);
+    // SAFETY (all arms): the caller's contract on y.
+    match *w {
+        WeightMatrix::F32 { data, k, .. } => unsafe {
+            float_cols(level, data, k, x, m, col0, cols, y, ld)
+        },
+        WeightMatrix::Bf16 { data, k, .. } => unsafe {
+            float_cols(level, data, k, x, m, col0, cols, y, ld)
+        },
+        WeightMatrix::Int8(q) => {
+            let q8 = input
+                .q8
+                .as_ref()
+                .expect("int8 weights get quantized activations");
+            if m == 1 {
+                let out = unsafe { std::slice::from_raw_parts_mut(y, cols) };
+                int8::matvec_rows(level, q, q8, col0, out);
+            } else {
+                unsafe { int8::matmat_cols(level, q, q8, col0, cols, y, ld) };
+            }
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn float_cols<T: FloatWeight>(
+    level: SimdLevel,
+    data: &[T],
+    k: usize,
+    x: &[f32],
+    m: usize,
+    col0: usize,
+    cols: usize,
+    y: *mut f32,
+    ld: usize,
+) {
+    if m == 1 {
+        // SAFETY: the caller's contract on y (m == 1: cols contiguous elements).
+        let out = unsafe { std::slice::from_raw_parts_mut(y, cols) };
+        T::matvec_rows(level, &data[col0 * k..(col0 + cols) * k], k, x, out);
+    } else {
+        // SAFETY: the caller's contract on y.
+        unsafe { float::matmat_cols(level, data, k, x, m, col0, cols, y, ld) };
+    }
+}

@@ -1,0 +1,159 @@
+//! int8 weights x int8 activations at every supported SIMD level: exact against the integer
+//! reference of the same quantized values, and within the bound the block scales imply against
+//! the f32 reference of the original values. Plus the stored form round trip.
+
+#[path = "matmul_common/mod.rs"]
+mod common;
+
+use common::{order_tolerance, rng, shapes, values};
+use gattn_kernels::SimdLevel;
+use gattn_kernels::matmul::{
+    MatmulError, Q8FormatError, Q8Matrix, WeightMatrix, matmul_at, quantize_activations,
+};
+use gattn_kernels::reference::matmul::matmul_f32;
+use half::bf16;
+use proptest::prelude::*;
+
+const BLOCK: usize = 32;
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn int8_matches_quantized_reference_and_f32_bound(shape in shapes()) {
+        let common::Shape { m, k, n, seed } = shape;
+        let mut rng = rng(seed);
+        let x = values(m * k, 1.0, &mut rng);
+        let w = values(n * k, 0.5, &mut rng);
+        let q = Q8Matrix::quantize_f32(&w, n, k).unwrap();
+        let qx = quantize_activations(&x, m, k);
+
+        // The same quantized numbers, summed exactly per block (i32), then in f64.
+        let mut exact = vec![0.0f64; m * n];
+        let mut term_scale = vec![0.0f64; m * n];
+        // sum |x| * w_scale / 2 + |w_hat| * x_scale / 2: the quantization error bound.
+        let mut quant_bound = vec![0.0f64; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                for b in 0..k.div_ceil(BLOCK) {
+                    let (mut dot, mut abs) = (0i64, 0i64);
+                    let (_, sw) = q.get(j, b * BLOCK);
+                    let (_, sx) = qx.get(i, b * BLOCK);
+                    for c in b * BLOCK..((b + 1) * BLOCK).min(k) {
+                        let (wq, _) = q.get(j, c);
+                        let (xq, _) = qx.get(i, c);
+                        dot += wq as i64 * xq as i64;
+                        abs += (wq as i64 * xq as i64).abs();
+                        quant_bound[i * n + j] += (x[i * k + c].abs() * sw / 2.0
+                            + (wq as f32 * sw).abs() * sx / 2.0) as f64;
+                    }
+                    exact[i * n + j] += dot as f64 * (sw as f64 * sx as f64);
+                    term_scale[i * n + j] += abs as f64 * (sw as f64 * sx as f64);
+                }
+            }
+        }
+        let mut reference = vec![0.0; m * n];
+        matmul_f32(&x, &w, None, m, k, n, &mut reference);
+
+        let weights = WeightMatrix::int8(&q);
+        for level in SimdLevel::all_supported() {
+            let mut y = vec![f32::NAN; m * n];
+            matmul_at(level, &weights, &x, None, &mut y).unwrap();
+            for idx in 0..m * n {
+                // f32 rounding of the per-block terms and their sum (one per block).
+                let tol = order_tolerance(k.div_ceil(BLOCK) + 2, term_scale[idx] as f32);
+                prop_assert!((y[idx] as f64 - exact[idx]).abs() <= tol as f64,
+                    "{level} m={m} k={k} n={n} at {idx}: {} vs exact {} (tol {tol})", y[idx], exact[idx]);
+                let bound = quant_bound[idx] as f32 * 1.001 + tol + 1e-5;
+                prop_assert!((y[idx] - reference[idx]).abs() <= bound,
+                    "{level} m={m} k={k} n={n} at {idx}: {} vs f32 {} (bound {bound})", y[idx], reference[idx]);
+            }
+        }
+    }
+
+    #[test]
+    fn weight_quantization_error_is_within_half_a_scale(n in 1usize..40, k in 1usize..200, seed: u64) {
+        let w = values(n * k, 2.0, &mut rng(seed));
+        let q = Q8Matrix::quantize_f32(&w, n, k).unwrap();
+        let back = q.dequantize();
+        for row in 0..n {
+            for col in 0..k {
+                let (_, s) = q.get(row, col);
+                let err = (w[row * k + col] - back[row * k + col]).abs();
+                prop_assert!(err <= s / 2.0 * 1.0001, "({row}, {col}): error {err} scale {s}");
+            }
+        }
+        let block_max = |row: usize, b: usize| (b * BLOCK..((b + 1) * BLOCK).min(k))
+            .map(|c| w[row * k + c].abs()).fold(0.0f32, f32::max);
+        let (_, s) = q.get(0, 0);
+        prop_assert!((s - block_max(0, 0) / 127.0).abs() <= 1e-6 * s.max(1e-30));
+    }
+
+    #[test]
+    fn stored_parts_round_trip(n in 1usize..40, k in 1usize..100, seed: u64) {
+        let w = values(n * k, 1.0, &mut rng(seed));
+        let q = Q8Matrix::quantize_f32(&w, n, k).unwrap();
+        let (packed, _) = q.to_parts();
+        let scale_bytes = q.scale_bytes().to_vec();
+        let back = Q8Matrix::from_parts(packed, &scale_bytes, n, k).unwrap();
+        prop_assert_eq!(back.dequantize(), q.dequantize());
+        // Misaligned scale bytes still load (copied).
+        let mut shifted = vec![0u8; scale_bytes.len() + 1];
+        shifted[1..].copy_from_slice(&scale_bytes);
+        let back = Q8Matrix::from_parts(packed, &shifted[1..], n, k).unwrap();
+        prop_assert_eq!(back.dequantize(), q.dequantize());
+    }
+}
+
+#[test]
+fn bf16_quantization_matches_f32_quantization_of_the_same_values() {
+    let (n, k) = (19, 75);
+    let w: Vec<bf16> = values(n * k, 1.0, &mut rng(7))
+        .into_iter()
+        .map(bf16::from_f32)
+        .collect();
+    let w32: Vec<f32> = w.iter().map(|v| v.to_f32()).collect();
+    let a = Q8Matrix::quantize_bf16(&w, n, k).unwrap();
+    let b = Q8Matrix::quantize_f32(&w32, n, k).unwrap();
+    assert_eq!(a.to_parts(), b.to_parts());
+}
+
+#[test]
+fn from_parts_rejects_wrong_lengths() {
+    let q = Q8Matrix::quantize_f32(&[0.5; 3 * 40], 3, 40).unwrap();
+    let (packed, _) = q.to_parts();
+    let scales = q.scale_bytes();
+    assert!(matches!(
+        Q8Matrix::from_parts(&packed[1..], scales, 3, 40),
+        Err(Q8FormatError::WeightBytes { .. })
+    ));
+    assert!(matches!(
+        Q8Matrix::from_parts(packed, &scales[4..], 3, 40),
+        Err(Q8FormatError::ScaleBytes { .. })
+    ));
+    assert!(matches!(
+        Q8Matrix::from_parts(packed, scales, 0, 40),
+        Err(Q8FormatError::BadShape { .. })
+    ));
+    assert!(Q8Matrix::from_parts(packed, scales, 3, 40).is_ok());
+    assert!(matches!(
+        Q8Matrix::quantize_f32(&[0.0; 5], 2, 3),
+        Err(MatmulError::Length { .. })
+    ));
+}
+
+#[test]
+fn all_zero_and_huge_blocks_stay_finite() {
+    let (n, k) = (17, 64);
+    let mut w = vec![0.0f32; n * k];
+    w[k + 3] = 3.0e30;
+    let q = Q8Matrix::quantize_f32(&w, n, k).unwrap();
+    let x = vec![1.0f32; 2 * k];
+    for level in SimdLevel::all_supported() {
+        let mut y = vec![f32::NAN; 2 * n];
+        matmul_at(level, &WeightMatrix::int8(&q), &x, None, &mut y).unwrap();
+        assert!(y.iter().all(|v| v.is_finite()), "{level}: {y:?}");
+        assert_eq!(y[0], 0.0);
+        assert!((y[1] - 3.0e30).abs() <= 3.0e30 * 0.01, "{level}: {}", y[1]);
+    }
+}
