@@ -120,6 +120,10 @@ impl RopeScaling {
     }
 }
 
+/// More parameters than any machine this engine runs on can hold (2^50, about 10^15): a config
+/// beyond it is a corrupted or foreign file, refused before any size is derived from it.
+pub const MAX_PARAMETERS: u64 = 1 << 50;
+
 /// The validated model configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Qwen3Config {
@@ -162,24 +166,31 @@ impl Qwen3Config {
         self.num_attention_heads * self.head_dim
     }
 
-    /// Parameters, counting a tied embedding once.
+    /// Parameters, counting a tied embedding once (saturating at u64::MAX; configs read from
+    /// JSON are refused beyond [`MAX_PARAMETERS`]).
     pub fn parameter_count(&self) -> u64 {
-        let h = self.hidden_size as u64;
-        let bias = self.attention_bias as u64;
-        let q_rows = self.q_proj_rows() as u64;
-        let kv = self.kv_dim() as u64;
-        let q_dim = self.q_dim() as u64;
+        u64::try_from(self.parameter_count_wide()).unwrap_or(u64::MAX)
+    }
+
+    /// In u128: with every size at its 2^31 limit the count is below 2^128, so nothing here
+    /// can overflow (in u64 it did: `h * q_rows` alone reaches 2^94).
+    fn parameter_count_wide(&self) -> u128 {
+        let h = self.hidden_size as u128;
+        let bias = self.attention_bias as u128;
+        let q_rows = self.q_proj_rows() as u128;
+        let kv = self.kv_dim() as u128;
+        let q_dim = self.q_dim() as u128;
         let attention = h * q_rows + 2 * h * kv + q_dim * h + bias * (q_rows + 2 * kv + h);
         let qk_norm = if self.use_qk_norm {
-            2 * self.head_dim as u64
+            2 * self.head_dim as u128
         } else {
             0
         };
-        let mlp = 3 * h * self.intermediate_size as u64;
+        let mlp = 3 * h * self.intermediate_size as u128;
         let per_layer = attention + qk_norm + mlp + 2 * h;
-        let embed = self.vocab_size as u64 * h;
+        let embed = self.vocab_size as u128 * h;
         let lm_head = if self.tie_word_embeddings { 0 } else { embed };
-        embed + lm_head + h + per_layer * self.num_hidden_layers as u64
+        embed + lm_head + h + per_layer * self.num_hidden_layers as u128
     }
 
     /// Reads `dir/config.json` and, if present, `dir/generation_config.json` (its eos/bos win).
@@ -324,7 +335,7 @@ impl Qwen3Config {
         let attention_bias =
             f.bool("attention_bias")?.unwrap_or(false) || f.bool("qkv_bias")?.unwrap_or(false);
 
-        Ok(Qwen3Config {
+        let config = Qwen3Config {
             vocab_size,
             hidden_size,
             intermediate_size,
@@ -344,7 +355,14 @@ impl Qwen3Config {
                 .token_ids("bos_token_id")?
                 .and_then(|ids| ids.first().copied()),
             eos_token_ids: f.token_ids("eos_token_id")?.unwrap_or_default(),
-        })
+        };
+        let parameters = config.parameter_count_wide();
+        if parameters > u128::from(MAX_PARAMETERS) {
+            return Err(f.unsupported(format!(
+                "its sizes describe a model of {parameters} parameters, more than the {MAX_PARAMETERS} any machine can hold (corrupted sizes?)"
+            )));
+        }
+        Ok(config)
     }
 }
 

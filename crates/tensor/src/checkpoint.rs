@@ -40,32 +40,13 @@ impl Checkpoint {
     }
 
     fn open_sharded(dir: &Path, index_path: &Path) -> Result<Self> {
-        let invalid = |reason: String| TensorError::InvalidIndex {
-            path: index_path.to_path_buf(),
-            reason,
-        };
         let text = std::fs::read_to_string(index_path).map_err(|source| TensorError::Io {
             path: index_path.to_path_buf(),
             source,
         })?;
-        #[derive(serde::Deserialize)]
-        struct Index {
-            weight_map: BTreeMap<String, String>,
-        }
-        let index: Index = serde_json::from_str(&text).map_err(|e| invalid(e.to_string()))?;
-        if index.weight_map.is_empty() {
-            return Err(invalid("`weight_map` is empty".to_string()));
-        }
-        let mut shard_names: Vec<&String> = index.weight_map.values().collect();
-        shard_names.sort();
-        shard_names.dedup();
-        let mut files = Vec::with_capacity(shard_names.len());
-        for shard in &shard_names {
-            if !is_plain_relative(shard) {
-                return Err(invalid(format!(
-                    "shard file name `{shard}` must be a plain file name inside the checkpoint directory"
-                )));
-            }
+        let index = parse_shard_index(index_path, &text)?;
+        let mut files = Vec::with_capacity(index.shards.len());
+        for shard in &index.shards {
             files.push(SafetensorsFile::open(&dir.join(shard))?);
         }
         let checkpoint = Self::from_files(dir, files)?;
@@ -74,9 +55,12 @@ impl Checkpoint {
             let owner = checkpoint.owner.get(name).map(|&i| &checkpoint.files[i]);
             let found_in_named = owner.is_some_and(|f| f.path() == dir.join(shard));
             if !found_in_named {
-                return Err(invalid(format!(
-                    "tensor `{name}` is listed in shard `{shard}` but that shard does not contain it"
-                )));
+                return Err(TensorError::InvalidIndex {
+                    path: index_path.to_path_buf(),
+                    reason: format!(
+                        "tensor `{name}` is listed in shard `{shard}` but that shard does not contain it"
+                    ),
+                });
             }
         }
         Ok(checkpoint)
@@ -149,4 +133,43 @@ impl Checkpoint {
 fn is_plain_relative(name: &str) -> bool {
     let path = Path::new(name);
     !name.is_empty() && path.components().all(|c| matches!(c, Component::Normal(_)))
+}
+
+/// The contents of `model.safetensors.index.json`, checked: a non-empty `weight_map` whose shard
+/// names are all plain file names (no `..`, no absolute path: the index cannot point outside the
+/// checkpoint directory).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardIndex {
+    /// Tensor name -> shard file name.
+    pub weight_map: BTreeMap<String, String>,
+    /// The distinct shard file names, sorted.
+    pub shards: Vec<String>,
+}
+
+/// Parses the text of a shard index (`path` names it in errors); touches no file.
+pub fn parse_shard_index(path: &Path, text: &str) -> Result<ShardIndex> {
+    let invalid = |reason: String| TensorError::InvalidIndex {
+        path: path.to_path_buf(),
+        reason,
+    };
+    #[derive(serde::Deserialize)]
+    struct RawIndex {
+        weight_map: BTreeMap<String, String>,
+    }
+    let raw: RawIndex = serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?;
+    if raw.weight_map.is_empty() {
+        return Err(invalid("`weight_map` is empty".to_string()));
+    }
+    let mut shards: Vec<String> = raw.weight_map.values().cloned().collect();
+    shards.sort();
+    shards.dedup();
+    if let Some(bad) = shards.iter().find(|shard| !is_plain_relative(shard)) {
+        return Err(invalid(format!(
+            "shard file name `{bad}` must be a plain file name inside the checkpoint directory"
+        )));
+    }
+    Ok(ShardIndex {
+        weight_map: raw.weight_map,
+        shards,
+    })
 }

@@ -19,6 +19,18 @@ impl DType {
         }
     }
 
+    /// The dtype named as in a safetensors header (`"F32"`, `"BF16"`, ...); `None` for the
+    /// dtypes this engine does not read.
+    pub fn from_name(name: &str) -> Option<DType> {
+        match name {
+            "F32" => Some(DType::F32),
+            "F16" => Some(DType::F16),
+            "BF16" => Some(DType::BF16),
+            "I8" => Some(DType::I8),
+            _ => None,
+        }
+    }
+
     pub fn from_safetensors(dtype: safetensors::Dtype) -> Option<DType> {
         match dtype {
             safetensors::Dtype::F32 => Some(DType::F32),

@@ -4,10 +4,12 @@
 pub mod checkpoint;
 pub mod dtype;
 pub mod error;
+mod header;
 pub mod safetensors_file;
+mod storage;
 pub mod view;
 
-pub use checkpoint::Checkpoint;
+pub use checkpoint::{Checkpoint, ShardIndex, parse_shard_index};
 pub use dtype::DType;
 pub use error::{Result, TensorError};
 pub use half::{bf16, f16};

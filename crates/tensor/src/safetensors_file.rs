@@ -1,32 +1,24 @@
-//! One memory-mapped `.safetensors` file. The header is validated by the `safetensors` crate
-//! (offsets contiguous, byte lengths equal dtype x shape, file exactly as long as the header says),
-//! so every view handed out afterwards is in bounds.
+//! One `.safetensors` file, memory-mapped (or in memory). The header is validated first (see
+//! `header.rs`: offsets contiguous and in bounds, byte lengths equal dtype x shape, file exactly
+//! as long as the header says), so every view handed out afterwards is in bounds.
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use memmap2::Mmap;
 
-use crate::dtype::DType;
 use crate::error::{Result, TensorError};
+pub use crate::header::TensorLocation;
+use crate::header::parse_header;
+use crate::storage::FileBytes;
 use crate::view::{MappedTensor, TensorView};
-
-/// Where one tensor's bytes are inside the mapped file.
-#[derive(Debug, Clone)]
-pub struct TensorLocation {
-    pub dtype: DType,
-    pub shape: Vec<usize>,
-    /// Absolute byte range within the file.
-    pub bytes: Range<usize>,
-}
 
 #[derive(Debug)]
 pub struct SafetensorsFile {
     path: PathBuf,
-    mmap: Arc<Mmap>,
+    bytes: Arc<FileBytes>,
     tensors: BTreeMap<String, TensorLocation>,
     metadata: BTreeMap<String, String>,
 }
@@ -41,46 +33,23 @@ impl SafetensorsFile {
         // SAFETY: the file is mapped read-only; like every mmap-based loader (llama.cpp, candle) we
         // assume the checkpoint is not truncated by another process while it is in use.
         let mmap = unsafe { Mmap::map(&file) }.map_err(io_err)?;
-        Self::from_mmap(path, mmap)
+        Self::from_file_bytes(path, FileBytes::Mapped(mmap))
     }
 
-    fn from_mmap(path: &Path, mmap: Mmap) -> Result<Self> {
-        let invalid = |reason: String| TensorError::InvalidSafetensors {
-            path: path.to_path_buf(),
-            reason,
-        };
-        let (header_len, metadata) = safetensors::SafeTensors::read_metadata(&mmap[..])
-            .map_err(|e| invalid(describe_safetensors_error(&e, mmap.len())))?;
-        let data_start = 8 + header_len;
-        let mut tensors = BTreeMap::new();
-        for (name, info) in metadata.tensors() {
-            let dtype = DType::from_safetensors(info.dtype).ok_or_else(|| {
-                TensorError::UnsupportedDType {
-                    path: path.to_path_buf(),
-                    name: name.clone(),
-                    dtype: format!("{:?}", info.dtype),
-                }
-            })?;
-            let (begin, end) = info.data_offsets;
-            tensors.insert(
-                name,
-                TensorLocation {
-                    dtype,
-                    shape: info.shape.clone(),
-                    bytes: data_start + begin..data_start + end,
-                },
-            );
-        }
-        let metadata = metadata
-            .metadata()
-            .clone()
-            .map(|m| m.into_iter().collect())
-            .unwrap_or_default();
+    /// The same checks as [`SafetensorsFile::open`] on a file already in memory; `path` only
+    /// names it in error messages. Views of F32/BF16 tensors are zero-copy only where the
+    /// allocation happens to be aligned (`as_*_slice` returns `None` otherwise).
+    pub fn from_bytes(path: &Path, bytes: Vec<u8>) -> Result<Self> {
+        Self::from_file_bytes(path, FileBytes::Owned(bytes))
+    }
+
+    fn from_file_bytes(path: &Path, bytes: FileBytes) -> Result<Self> {
+        let header = parse_header(path, &bytes)?;
         Ok(SafetensorsFile {
             path: path.to_path_buf(),
-            mmap: Arc::new(mmap),
-            tensors,
-            metadata,
+            bytes: Arc::new(bytes),
+            tensors: header.tensors,
+            metadata: header.metadata,
         })
     }
 
@@ -108,7 +77,8 @@ impl SafetensorsFile {
             &self.path,
             loc.dtype,
             &loc.shape,
-            &self.mmap[loc.bytes.clone()],
+            // In bounds: `parse_header` checked every range against the file length.
+            &self.bytes[loc.bytes.clone()],
         ))
     }
 
@@ -119,23 +89,8 @@ impl SafetensorsFile {
             name,
             loc.dtype,
             &loc.shape,
-            Arc::clone(&self.mmap),
+            Arc::clone(&self.bytes),
             loc.bytes.clone(),
         ))
-    }
-}
-
-fn describe_safetensors_error(e: &safetensors::SafeTensorError, file_len: usize) -> String {
-    use safetensors::SafeTensorError as E;
-    match e {
-        E::HeaderTooSmall => format!("file is {file_len} bytes, too short for a header"),
-        E::HeaderTooLarge => "header length field is absurdly large".to_string(),
-        E::InvalidHeaderLength => format!(
-            "header length field points past the end of the file ({file_len} bytes): truncated?"
-        ),
-        E::MetadataIncompleteBuffer => format!(
-            "tensor data does not match the file length ({file_len} bytes): truncated or padded?"
-        ),
-        other => other.to_string(),
     }
 }

@@ -121,7 +121,7 @@ pub struct MappedTensor {
     pub name: String,
     pub dtype: DType,
     pub shape: Vec<usize>,
-    mmap: std::sync::Arc<memmap2::Mmap>,
+    file: std::sync::Arc<crate::storage::FileBytes>,
     range: std::ops::Range<usize>,
 }
 
@@ -130,20 +130,20 @@ impl MappedTensor {
         name: &str,
         dtype: DType,
         shape: &[usize],
-        mmap: std::sync::Arc<memmap2::Mmap>,
+        file: std::sync::Arc<crate::storage::FileBytes>,
         range: std::ops::Range<usize>,
     ) -> Self {
         MappedTensor {
             name: name.to_string(),
             dtype,
             shape: shape.to_vec(),
-            mmap,
+            file,
             range,
         }
     }
 
     pub fn bytes(&self) -> &[u8] {
-        &self.mmap[self.range.clone()]
+        &self.file[self.range.clone()]
     }
 
     pub fn as_bf16_slice(&self) -> Option<&[bf16]> {

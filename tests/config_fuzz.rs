@@ -1,0 +1,126 @@
+//! config.json under mutation: fields of a valid fixture config replaced by values of the wrong
+//! type, out of range or at the size limits, removed, or the text cut short. Never a panic, and
+//! every error names config.json (the user must know which file to fix).
+
+use std::path::Path;
+
+use gattn_model::Qwen3Config;
+use gattn_tests::fixtures_dir;
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+const KEYS: [&str; 22] = [
+    "model_type",
+    "hidden_act",
+    "use_sliding_window",
+    "vocab_size",
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "rms_norm_eps",
+    "rope_theta",
+    "max_position_embeddings",
+    "rope_scaling",
+    "rope_parameters",
+    "headwise_attn_output_gate",
+    "elementwise_attn_output_gate",
+    "attention_bias",
+    "tie_word_embeddings",
+    "use_qk_norm",
+    "bos_token_id",
+    "eos_token_id",
+];
+
+fn base_config() -> serde_json::Map<String, Value> {
+    let path = fixtures_dir().join("baseline_yarn").join("config.json");
+    match serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap() {
+        Value::Object(object) => object,
+        _ => panic!("fixture config is an object"),
+    }
+}
+
+fn json_value() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<u64>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        (0u32..64, -2i64..3).prop_map(|(k, d)| json!(((1i128 << k) as i64).wrapping_add(d))),
+        any::<f64>().prop_map(|f| json!(f)),
+        "[a-z_]{0,10}".prop_map(Value::from),
+        proptest::collection::vec(any::<i32>(), 0..4).prop_map(|v| json!(v)),
+        ("(default|linear|yarn|dynamic)", any::<f64>(), any::<u32>()).prop_map(|(t, f, o)| json!(
+            {"rope_type": t, "factor": f, "original_max_position_embeddings": o}
+        )),
+    ]
+}
+
+fn check(text: &str) {
+    match Qwen3Config::from_json_str(Path::new("some/dir/config.json"), text) {
+        Ok(config) => {
+            assert_eq!(config.num_attention_heads % config.num_key_value_heads, 0);
+            let _ = (
+                config.q_proj_rows(),
+                config.kv_dim(),
+                config.parameter_count(),
+            );
+        }
+        Err(e) => {
+            let message = e.to_string();
+            assert!(
+                message.contains("config.json"),
+                "error `{message}` does not name config.json"
+            );
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn mutated_fields_never_panic(
+        edits in proptest::collection::vec((0..KEYS.len(), proptest::option::of(json_value())), 1..5)
+    ) {
+        let mut config = base_config();
+        for (key, value) in edits {
+            match value {
+                Some(value) => { config.insert(KEYS[key].to_string(), value); }
+                None => { config.remove(KEYS[key]); }
+            }
+        }
+        check(&serde_json::to_string(&Value::Object(config)).unwrap());
+    }
+
+    #[test]
+    fn truncated_or_edited_text_never_panics(cut in any::<usize>(), insert in "[\\[\\]{}\",:0-9a-z ]{0,4}") {
+        let text = serde_json::to_string_pretty(&Value::Object(base_config())).unwrap();
+        let mut at = cut % (text.len() + 1);
+        while !text.is_char_boundary(at) {
+            at -= 1;
+        }
+        check(&format!("{}{}", &text[..at], insert));
+    }
+}
+
+/// Every size at its 2^31 limit: what the loader derives from them must not overflow.
+#[test]
+fn sizes_at_the_limit_do_not_overflow() {
+    let mut config = base_config();
+    for key in [
+        "vocab_size",
+        "hidden_size",
+        "intermediate_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "head_dim",
+    ] {
+        config.insert(key.to_string(), json!(1u64 << 31));
+    }
+    config.insert("num_key_value_heads".into(), json!(1));
+    config.insert("elementwise_attn_output_gate".into(), json!(true));
+    check(&serde_json::to_string(&Value::Object(config)).unwrap());
+}
