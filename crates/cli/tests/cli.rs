@@ -242,7 +242,21 @@ fn prompts_longer_than_the_context_are_truncated_only_when_asked() {
     let dir = init_tiny("headwise");
     let model = dir.path().to_str().unwrap();
     for side in ["left", "right"] {
-        let o = gattn_cpu(&["run", "-m", model, "--prompt-ids", "1,2,3,4,5,6", "-c", "5", "--truncate", side, "-n", "1", "--output", "ids"]);
+        let o = gattn_cpu(&[
+            "run",
+            "-m",
+            model,
+            "--prompt-ids",
+            "1,2,3,4,5,6",
+            "-c",
+            "5",
+            "--truncate",
+            side,
+            "-n",
+            "1",
+            "--output",
+            "ids",
+        ]);
         expect_exit(&o, 0);
         assert!(stderr(&o).contains("dropped 1"), "{}", stderr(&o));
         assert!(stderr(&o).contains("prompt: 5 tokens"), "{}", stderr(&o));
@@ -254,7 +268,21 @@ fn a_context_larger_than_memory_is_refused_before_allocating() {
     let dir = init_tiny("none");
     let model = dir.path().to_str().unwrap();
     // 2^31 tokens of f32 KV for the tiny shape is 1 TiB.
-    let o = gattn_cpu(&["run", "-m", model, "--prompt-ids", "1,2", "-c", "2147483648", "--output", "ids"]);
+    let o = gattn_cpu(&[
+        "run",
+        "-m",
+        model,
+        "--prompt-ids",
+        "1,2",
+        "-c",
+        "2147483648",
+        "--output",
+        "ids",
+    ]);
     expect_exit(&o, 1);
-    assert!(stderr(&o).contains("not enough memory") && stderr(&o).contains("KV cache"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("not enough memory") && stderr(&o).contains("KV cache"),
+        "{}",
+        stderr(&o)
+    );
 }

@@ -18,16 +18,26 @@ pub struct MemoryPlan {
 }
 
 impl MemoryPlan {
-    pub fn new(config: &Qwen3Config, format: WeightFormat, ctx: usize, chunk_tokens: usize) -> MemoryPlan {
+    pub fn new(
+        config: &Qwen3Config,
+        format: WeightFormat,
+        ctx: usize,
+        chunk_tokens: usize,
+    ) -> MemoryPlan {
         let bytes_per_weight = match format {
             WeightFormat::F32 => 4,
             WeightFormat::Bf16 => 2,
         };
         let chunk = chunk_tokens.min(ctx).max(1) as u64;
-        let widest_row = [config.hidden_size, config.intermediate_size * 2, config.q_proj_rows(), config.vocab_size]
-            .into_iter()
-            .max()
-            .unwrap_or(0) as u64;
+        let widest_row = [
+            config.hidden_size,
+            config.intermediate_size * 2,
+            config.q_proj_rows(),
+            config.vocab_size,
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(0) as u64;
         MemoryPlan {
             weight_bytes: config.parameter_count() * bytes_per_weight,
             kv_cache_bytes: KvCache::bytes_needed(config, ctx),
@@ -42,7 +52,9 @@ impl MemoryPlan {
 
     /// Refuses the plan, with the numbers, if it does not fit in `available` bytes.
     pub fn check_fits(&self, available: Option<u64>, ctx: usize) -> Result<()> {
-        let Some(available) = available else { return Ok(()) };
+        let Some(available) = available else {
+            return Ok(());
+        };
         if self.total() <= available {
             return Ok(());
         }
@@ -55,7 +67,11 @@ impl MemoryPlan {
             gib(self.kv_cache_bytes),
             gib(self.scratch_bytes),
             gib(available),
-            if self.kv_cache_bytes > self.weight_bytes { " (the KV cache dominates)" } else { "" },
+            if self.kv_cache_bytes > self.weight_bytes {
+                " (the KV cache dominates)"
+            } else {
+                ""
+            },
         )))
     }
 }
@@ -73,8 +89,14 @@ pub fn available_memory() -> Option<u64> {
         .parse()
         .ok()?;
     let mut available = available_kib * 1024;
-    for limit_file in ["/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"] {
-        if let Some(limit) = std::fs::read_to_string(limit_file).ok().and_then(|s| s.trim().parse::<u64>().ok()) {
+    for limit_file in [
+        "/sys/fs/cgroup/memory.max",
+        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+    ] {
+        if let Some(limit) = std::fs::read_to_string(limit_file)
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+        {
             available = available.min(limit);
         }
     }
@@ -93,9 +115,17 @@ mod tests {
         let plan = MemoryPlan::new(&config, WeightFormat::Bf16, 131072, 512);
         // 28 layers x 8 kv heads x 128 dims x 2 (K, V) x 4 bytes x 131072 tokens = 28 GiB in f32.
         assert_eq!(plan.kv_cache_bytes, 28 * 8 * 128 * 2 * 4 * 131072);
-        let err = plan.check_fits(Some(24 << 30), 131072).unwrap_err().to_string();
-        assert!(err.contains("--ctx 131072") && err.contains("KV cache"), "{err}");
+        let err = plan
+            .check_fits(Some(24 << 30), 131072)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--ctx 131072") && err.contains("KV cache"),
+            "{err}"
+        );
         assert!(plan.check_fits(None, 131072).is_ok());
-        MemoryPlan::new(&config, WeightFormat::Bf16, 4096, 512).check_fits(Some(24 << 30), 4096).unwrap();
+        MemoryPlan::new(&config, WeightFormat::Bf16, 4096, 512)
+            .check_fits(Some(24 << 30), 4096)
+            .unwrap();
     }
 }

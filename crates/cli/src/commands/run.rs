@@ -5,8 +5,8 @@ use std::io::Write;
 use anyhow::{Context, Result, bail};
 
 use gattn_model::{
-    GenerateOptions, MemoryPlan, ModelError, Qwen3Config, Sampler, SamplingParams, StopReason, TextStream,
-    available_memory, generate,
+    GenerateOptions, MemoryPlan, ModelError, Qwen3Config, Sampler, SamplingParams, StopReason,
+    TextStream, available_memory, generate,
 };
 
 use crate::args::{OutputArg, RunArgs, TruncateArg};
@@ -26,7 +26,8 @@ pub fn run(args: RunArgs) -> Result<()> {
     }
     fit_prompt(&mut prompt, ctx, args.truncate)?;
     // Everything the run will need, checked before the weights and the cache are allocated.
-    MemoryPlan::new(&config, args.model.weights.format(), ctx, prompt.len()).check_fits(available_memory(), ctx)?;
+    MemoryPlan::new(&config, args.model.weights.format(), ctx, prompt.len())
+        .check_fits(available_memory(), ctx)?;
 
     let model = load_model(&args.model)?;
     let mut cache = model.new_cache(ctx);
@@ -95,13 +96,25 @@ fn fit_prompt(prompt: &mut Vec<u32>, ctx: usize, truncate: Option<TruncateArg>) 
     }
     let (before, excess) = (prompt.len(), prompt.len() - ctx);
     match truncate {
-        None => return Err(ModelError::PromptTooLong { prompt_tokens: before, ctx }.into()),
+        None => {
+            return Err(ModelError::PromptTooLong {
+                prompt_tokens: before,
+                ctx,
+            }
+            .into());
+        }
         Some(TruncateArg::Left) => {
             prompt.drain(..excess);
         }
         Some(TruncateArg::Right) => prompt.truncate(ctx),
     }
-    let side = if truncate == Some(TruncateArg::Left) { "start" } else { "end" };
-    eprintln!("note: the prompt has {before} tokens; dropped {excess} from its {side} to fit --ctx {ctx}");
+    let side = if truncate == Some(TruncateArg::Left) {
+        "start"
+    } else {
+        "end"
+    };
+    eprintln!(
+        "note: the prompt has {before} tokens; dropped {excess} from its {side} to fit --ctx {ctx}"
+    );
     Ok(())
 }
