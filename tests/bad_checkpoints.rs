@@ -242,3 +242,23 @@ fn prompt_longer_than_the_context() {
         .unwrap_err();
     assert_mentions(&err.to_string(), &["5 tokens", "4"]);
 }
+
+#[test]
+fn non_finite_hidden_state_names_the_layer() {
+    // An inf weight in layer 1's MLP: the logits would be garbage; the engine names the layer.
+    let dir = baseline();
+    let file = dir.path().join("model.safetensors");
+    let (header, mut data) = read_parts(&file);
+    let name = "model.layers.1.mlp.down_proj.weight";
+    let begin = header[name]["data_offsets"][0].as_u64().unwrap() as usize;
+    for at in (begin..begin + 64).step_by(4) {
+        data[at..at + 4].copy_from_slice(&f32::INFINITY.to_le_bytes());
+    }
+    write_parts(&file, &header, &data);
+    let model = Qwen3Model::load(dir.path(), WeightFormat::F32).unwrap();
+    let err = model
+        .forward(&[1, 2, 3], &mut model.new_cache(8), gattn_model::LogitsFor::Last)
+        .unwrap_err()
+        .to_string();
+    assert_mentions(&err, &["non-finite", "layer 1"]);
+}
