@@ -1,0 +1,100 @@
+"""Train one gate variant of the tiny Qwen3 on the synthetic RULER-style mix (data.py).
+
+Same seed, data stream and step budget for every variant: the data generator's seed and the
+weight-init seed are fixed by --seed, so the variants see identical batches.
+"""
+
+import argparse
+import csv
+import math
+import os
+import time
+
+import torch
+import torch.nn.functional as F
+
+from data import Generator, batch
+from model import GATES, Config, GatedQwen3
+
+
+def lr_at(step, total, peak, warmup):
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    progress = (step - warmup) / max(1, total - warmup)
+    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--variant", choices=GATES, required=True)
+    ap.add_argument("--steps", type=int, default=600)
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--seq", type=int, default=1024)
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--warmup", type=int, default=40)
+    ap.add_argument("--answer-weight", type=float, default=5.0)
+    ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--max-minutes", type=float, default=40.0, help="stop early (and say so) past this")
+    ap.add_argument("--out", default="checkpoints")
+    ap.add_argument("--log", default=None)
+    ap.add_argument("--mix", default="base", help="data mix of data.MIXES")
+    ap.add_argument("--resume", default=None, help="start from this checkpoint's weights (fresh optimizer)")
+    ap.add_argument("--tag", default="", help="suffix of the checkpoint and log names")
+    args = ap.parse_args()
+
+    torch.set_num_threads(1)
+    torch.manual_seed(args.seed)
+    cfg = Config(gate=args.variant, max_position_embeddings=args.seq)
+    model = GatedQwen3(cfg)
+    if args.resume:
+        model.load_state_dict(torch.load(args.resume, map_location="cpu")["state_dict"])
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=args.lr, betas=(0.9, 0.95),
+    )
+    gen = Generator(args.seed, mix=args.mix)
+    os.makedirs(args.out, exist_ok=True)
+    log_path = args.log or os.path.join(os.path.dirname(__file__), f"loss_{args.variant}{args.tag}.csv")
+    ckpt = os.path.join(args.out, f"{args.variant}{args.tag}.pt")
+    print(f"{args.variant}: {model.num_parameters()} parameters, {args.steps} steps of "
+          f"{args.batch}x{args.seq} tokens", flush=True)
+
+    start = time.time()
+    with open(log_path, "w", newline="") as f:
+        log = csv.writer(f)
+        log.writerow(["step", "tokens", "seconds", "lr", "loss", "answer_loss"])
+        for step in range(args.steps):
+            x, y, w = (torch.from_numpy(a) for a in batch(gen, args.batch, args.seq, args.answer_weight))
+            lr = lr_at(step, args.steps, args.lr, args.warmup)
+            for g in opt.param_groups:
+                g["lr"] = lr
+            logits = model(x)
+            per_tok = F.cross_entropy(logits.reshape(-1, cfg.vocab_size), y.reshape(-1), reduction="none")
+            wf = w.reshape(-1)
+            loss = (per_tok * wf).sum() / wf.sum()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            plain = per_tok.mean().item()
+            ans = wf > 1
+            ans_loss = per_tok[ans].mean().item() if ans.any() else float("nan")
+            elapsed = time.time() - start
+            log.writerow([step + 1, (step + 1) * args.batch * args.seq, f"{elapsed:.1f}", f"{lr:.6f}",
+                          f"{plain:.4f}", f"{ans_loss:.4f}"])
+            f.flush()
+            if step % 10 == 0 or step == args.steps - 1:
+                print(f"step {step + 1} loss {plain:.4f} answer {ans_loss:.4f} {elapsed:.0f}s", flush=True)
+            if (step + 1) % 50 == 0 or step == args.steps - 1:
+                torch.save({"config": cfg.to_dict(), "state_dict": model.state_dict(), "step": step + 1}, ckpt)
+            if elapsed > args.max_minutes * 60:
+                print(f"time cap reached after {step + 1} steps", flush=True)
+                torch.save({"config": cfg.to_dict(), "state_dict": model.state_dict(), "step": step + 1}, ckpt)
+                break
+    print(f"done: {time.time() - start:.0f}s wall", flush=True)
+
+
+if __name__ == "__main__":
+    main()
