@@ -257,7 +257,11 @@ fn non_finite_hidden_state_names_the_layer() {
     write_parts(&file, &header, &data);
     let model = Qwen3Model::load(dir.path(), WeightFormat::F32).unwrap();
     let err = model
-        .forward(&[1, 2, 3], &mut model.new_cache(8), gattn_model::LogitsFor::Last)
+        .forward(
+            &[1, 2, 3],
+            &mut model.new_cache(8),
+            gattn_model::LogitsFor::Last,
+        )
         .unwrap_err()
         .to_string();
     assert_mentions(&err, &["non-finite", "layer 1"]);

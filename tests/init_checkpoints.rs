@@ -123,3 +123,32 @@ fn same_seed_same_bytes_and_same_generation() {
     assert_ne!(run(1), run(2));
     assert_eq!(run(1).len(), 16);
 }
+
+#[test]
+fn a_131072_token_cache_grows_in_chunks_instead_of_up_front() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Preset::Tiny.config(GateMode::Headwise);
+    write_random_checkpoint(dir.path(), &config, DType::BF16, 1).unwrap();
+    let mut model = Qwen3Model::load(dir.path(), WeightFormat::Bf16).unwrap();
+    model.kv_dtype = gattn_model::KvDtype::Bf16;
+    let mut cache = model.new_cache(131072);
+    model
+        .forward(&[1; 10], &mut cache, LogitsFor::Last)
+        .unwrap();
+    let full = gattn_model::KvCache::bytes_needed(&config, 131072, gattn_model::KvDtype::Bf16);
+    let chunk = gattn_model::KvCache::bytes_needed(
+        &config,
+        gattn_model::kv_cache::GROWTH_CHUNK_TOKENS,
+        gattn_model::KvDtype::Bf16,
+    );
+    assert_eq!(
+        cache.bytes_allocated(),
+        chunk,
+        "one chunk after a 10-token prompt"
+    );
+    assert_eq!(full, 32 * chunk);
+    model
+        .forward(&vec![2; 4100], &mut cache, LogitsFor::Last)
+        .unwrap();
+    assert_eq!(cache.bytes_allocated(), 2 * chunk);
+}

@@ -1,27 +1,41 @@
 //! The reference forward pass against the committed oracle logits: Hugging Face transformers for
 //! the baseline cases, the independent numpy reference for gated and qk-norm-off ones.
 
-use gattn_model::{LogitsFor, Qwen3Model, WeightFormat};
+use gattn_model::{AttentionPath, KvDtype, LogitsFor, Qwen3Model, WeightFormat};
 use gattn_tests::{Fixture, max_abs_diff};
 
 fn check_full_prefill(fixture: &Fixture, format: WeightFormat) {
-    let model = Qwen3Model::load(&fixture.dir, format).unwrap();
+    for path in [AttentionPath::Reference, AttentionPath::Fused] {
+        check_full_prefill_with(fixture, format, path, KvDtype::F32, fixture.tolerance);
+    }
+}
+
+fn check_full_prefill_with(
+    fixture: &Fixture,
+    format: WeightFormat,
+    path: AttentionPath,
+    kv: KvDtype,
+    tolerance: f32,
+) {
+    let mut model = Qwen3Model::load(&fixture.dir, format).unwrap();
+    model.attention_path = path;
+    model.kv_dtype = kv;
     let mut cache = model.new_cache(fixture.prompt_ids.len());
     let logits = model
         .forward(&fixture.prompt_ids, &mut cache, LogitsFor::All)
         .unwrap();
     let err = max_abs_diff(&logits, &fixture.expected_logits);
     println!(
-        "{} ({}, {}): max abs error {err:.2e}",
+        "{} ({}, {}, {path:?} attention, {} KV): max abs error {err:.2e}",
         fixture.name,
         fixture.oracle,
-        format.name()
+        format.name(),
+        kv.name()
     );
     assert!(
-        err <= fixture.tolerance,
-        "{}: max abs error {err} > {}",
-        fixture.name,
-        fixture.tolerance
+        err <= tolerance,
+        "{} {path:?} {kv:?}: max abs error {err} > {tolerance}",
+        fixture.name
     );
 }
 
@@ -93,4 +107,53 @@ fn last_logits_equal_the_last_row_of_all() {
         )
         .unwrap();
     assert_eq!(&all[(n - 1) * model.config.vocab_size..], &last[..]);
+}
+
+/// bf16 and int8 KV caches round K and V: the logits (max ~5 here) move by at most 3e-2 (bf16) and
+/// 0.15 (int8, one scale per token and head), measured 1.6e-2 and 7.9e-2.
+#[test]
+fn bf16_and_int8_kv_caches_stay_close_to_the_oracle() {
+    for name in ["baseline_gqa_tied_f32", "headwise_gqa", "elementwise_mha"] {
+        let fixture = Fixture::load(&name);
+        check_full_prefill_with(
+            &fixture,
+            WeightFormat::F32,
+            AttentionPath::Fused,
+            KvDtype::Bf16,
+            3e-2,
+        );
+        check_full_prefill_with(
+            &fixture,
+            WeightFormat::F32,
+            AttentionPath::Fused,
+            KvDtype::Int8,
+            0.15,
+        );
+    }
+}
+
+/// Decode through the fused kernel with each KV format equals the reference attention over the
+/// same (rounded) cache.
+#[test]
+fn fused_decode_equals_reference_decode_for_every_kv_format() {
+    let fixture = Fixture::load("elementwise_gqa");
+    for kv in [KvDtype::F32, KvDtype::Bf16, KvDtype::Int8] {
+        let run = |path| {
+            let mut model = Qwen3Model::load(&fixture.dir, WeightFormat::F32).unwrap();
+            model.attention_path = path;
+            model.kv_dtype = kv;
+            let mut cache = model.new_cache(fixture.prompt_ids.len());
+            let mut logits = Vec::new();
+            for &token in &fixture.prompt_ids {
+                logits.extend(
+                    model
+                        .forward(&[token], &mut cache, LogitsFor::Last)
+                        .unwrap(),
+                );
+            }
+            logits
+        };
+        let err = max_abs_diff(&run(AttentionPath::Fused), &run(AttentionPath::Reference));
+        assert!(err < 1e-4, "{kv:?}: fused vs reference decode {err}");
+    }
 }

@@ -57,6 +57,16 @@ pub struct ModelArgs {
     /// Worker threads (default: all cores)
     #[arg(short = 't', long)]
     pub threads: Option<usize>,
+    /// KV-cache storage: bf16 (default), int8 (per-token, per-head scale) or f32
+    #[arg(long, value_enum, default_value_t = KvArg::Bf16)]
+    pub kv: KvArg,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum KvArg {
+    Bf16,
+    Int8,
+    F32,
 }
 
 #[derive(Args)]
@@ -153,6 +163,8 @@ pub struct InfoArgs {
     /// Context length to size the KV cache for (default: max_position_embeddings)
     #[arg(short = 'c', long = "ctx")]
     pub ctx: Option<usize>,
+    #[arg(long, value_enum, default_value_t = KvArg::Bf16)]
+    pub kv: KvArg,
     #[arg(short = 't', long)]
     pub threads: Option<usize>,
 }

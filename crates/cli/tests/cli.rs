@@ -109,6 +109,8 @@ fn logits_npy_equals_the_oracle() {
         "logits",
         "-m",
         case.to_str().unwrap(),
+        "--kv",
+        "f32",
         "--prompt-ids",
         &ids.join(","),
         "--out",

@@ -40,6 +40,10 @@ pub enum ModelError {
         stage: &'static str,
         position: usize,
     },
+    #[error("KV cache: {0}")]
+    KvCache(#[from] gattn_kernels::attention::KvError),
+    #[error("attention kernel: {0}")]
+    Attention(#[from] gattn_kernels::attention::AttentionError),
     #[error("not enough memory: {0}")]
     OutOfMemory(String),
     #[error("{0}")]

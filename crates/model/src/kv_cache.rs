@@ -1,65 +1,46 @@
-//! The KV cache: per layer, per KV head, the keys (after RoPE) and values of every past position.
+//! The KV cache: per layer, per KV head, the keys (after RoPE) and values of every past position,
+//! in the storage the fused attention kernel streams (`--kv bf16|int8|f32`, contiguous per KV head).
 //!
-//! Reference layout: f32, one contiguous `[len, head_dim]` buffer per KV head so attention streams
-//! each head's keys in order. It grows as tokens arrive, never past `ctx`.
+//! Sized from `--ctx` but grown in chunks of [`GROWTH_CHUNK_TOKENS`], so a short prompt with
+//! `--ctx 131072` only touches the memory it uses.
+
+use gattn_kernels::attention::{KvDtype, KvLayer};
 
 use crate::config::Qwen3Config;
 use crate::error::{ModelError, Result};
 
+/// Tokens added to a layer's capacity at a time.
+pub const GROWTH_CHUNK_TOKENS: usize = 4096;
+
 #[derive(Debug, Clone)]
 pub struct LayerKvCache {
-    num_kv_heads: usize,
-    head_dim: usize,
-    /// `k_heads[j]`: `[len, head_dim]` keys of KV head `j`.
-    k_heads: Vec<Vec<f32>>,
-    v_heads: Vec<Vec<f32>>,
-    len: usize,
+    pub storage: KvLayer,
+    ctx: usize,
 }
 
 impl LayerKvCache {
-    fn new(num_kv_heads: usize, head_dim: usize) -> Self {
-        LayerKvCache {
-            num_kv_heads,
-            head_dim,
-            k_heads: vec![Vec::new(); num_kv_heads],
-            v_heads: vec![Vec::new(); num_kv_heads],
-            len: 0,
-        }
-    }
-
     pub fn len(&self) -> usize {
-        self.len
+        self.storage.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.storage.is_empty()
     }
 
-    /// Appends `n` tokens: `k`, `v` are `[n, num_kv_heads * head_dim]`.
-    pub fn append(&mut self, k: &[f32], v: &[f32], n: usize) {
-        let d = self.head_dim;
-        for t in 0..n {
-            for j in 0..self.num_kv_heads {
-                let at = (t * self.num_kv_heads + j) * d;
-                self.k_heads[j].extend_from_slice(&k[at..at + d]);
-                self.v_heads[j].extend_from_slice(&v[at..at + d]);
-            }
+    /// Appends `n` tokens: `k`, `v` are `[n, num_kv_heads * head_dim]` (K after RoPE).
+    pub fn append(&mut self, k: &[f32], v: &[f32], n: usize) -> Result<()> {
+        let needed = self.len() + n;
+        if needed > self.storage.capacity() {
+            let grown = needed.div_ceil(GROWTH_CHUNK_TOKENS) * GROWTH_CHUNK_TOKENS;
+            self.storage.reserve(grown.min(self.ctx).max(needed))?;
         }
-        self.len += n;
+        self.storage.append(k, v)?;
+        Ok(())
     }
 
-    pub fn k_heads(&self) -> Vec<&[f32]> {
-        self.k_heads.iter().map(Vec::as_slice).collect()
-    }
-
-    pub fn v_heads(&self) -> Vec<&[f32]> {
-        self.v_heads.iter().map(Vec::as_slice).collect()
-    }
-
-    fn clear(&mut self) {
-        self.k_heads.iter_mut().for_each(Vec::clear);
-        self.v_heads.iter_mut().for_each(Vec::clear);
-        self.len = 0;
+    /// KV head `j`'s keys and values as f32 `[len, head_dim]` (for the reference path).
+    pub fn dequantized_head(&self, j: usize) -> (Vec<f32>, Vec<f32>) {
+        (self.storage.dequantized_k(j), self.storage.dequantized_v(j))
     }
 }
 
@@ -67,21 +48,30 @@ impl LayerKvCache {
 pub struct KvCache {
     layers: Vec<LayerKvCache>,
     ctx: usize,
+    dtype: KvDtype,
 }
 
 impl KvCache {
-    /// An empty cache that will hold at most `ctx` tokens.
-    pub fn new(config: &Qwen3Config, ctx: usize) -> Self {
-        let layer = LayerKvCache::new(config.num_key_value_heads, config.head_dim);
-        KvCache {
+    /// An empty cache that will hold at most `ctx` tokens in `dtype`.
+    pub fn new(config: &Qwen3Config, ctx: usize, dtype: KvDtype) -> Result<Self> {
+        let storage = KvLayer::new(dtype, config.num_key_value_heads, config.head_dim)?;
+        let layer = LayerKvCache { storage, ctx };
+        Ok(KvCache {
             layers: vec![layer; config.num_hidden_layers],
             ctx,
-        }
+            dtype,
+        })
     }
 
-    /// Bytes the cache needs when full (f32 K and V).
-    pub fn bytes_needed(config: &Qwen3Config, ctx: usize) -> u64 {
-        2 * 4 * (config.num_hidden_layers * config.kv_dim()) as u64 * ctx as u64
+    /// Bytes the cache needs when full.
+    pub fn bytes_needed(config: &Qwen3Config, ctx: usize, dtype: KvDtype) -> u64 {
+        let per_token =
+            KvLayer::bytes_per_token_for(dtype, config.num_key_value_heads, config.head_dim);
+        per_token as u64 * config.num_hidden_layers as u64 * ctx as u64
+    }
+
+    pub fn dtype(&self) -> KvDtype {
+        self.dtype
     }
 
     /// Tokens cached so far (= the position of the next token).
@@ -115,7 +105,15 @@ impl KvCache {
         &mut self.layers[layer]
     }
 
+    /// Bytes allocated now (grows in chunks up to [`bytes_needed`](Self::bytes_needed)).
+    pub fn bytes_allocated(&self) -> u64 {
+        self.layers
+            .iter()
+            .map(|l| (l.storage.capacity() * l.storage.bytes_per_token()) as u64)
+            .sum()
+    }
+
     pub fn clear(&mut self) {
-        self.layers.iter_mut().for_each(LayerKvCache::clear);
+        self.layers.iter_mut().for_each(|l| l.storage.clear());
     }
 }

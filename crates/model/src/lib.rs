@@ -16,8 +16,10 @@ pub mod weights;
 
 pub use config::{GateMode, Qwen3Config, RopeScaling};
 pub use error::{ModelError, Result};
+pub use gattn_kernels::attention::KvDtype;
 pub use generate::{GenerateOptions, GenerationStats, StopReason, generate};
 pub use kv_cache::KvCache;
+pub use layers::attention::AttentionPath;
 pub use memory::{MemoryPlan, available_memory};
 pub use model::{LogitsFor, Qwen3Model};
 pub use sampling::{Sampler, SamplingParams};

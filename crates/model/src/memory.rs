@@ -1,6 +1,8 @@
 //! Memory planning: what a run needs (weights + KV cache + scratch) is computed from the config
 //! before anything is allocated, and compared with what the machine can give.
 
+use gattn_kernels::attention::KvDtype;
+
 use crate::config::Qwen3Config;
 use crate::error::{ModelError, Result};
 use crate::kv_cache::KvCache;
@@ -21,6 +23,7 @@ impl MemoryPlan {
     pub fn new(
         config: &Qwen3Config,
         format: WeightFormat,
+        kv: KvDtype,
         ctx: usize,
         chunk_tokens: usize,
     ) -> MemoryPlan {
@@ -40,7 +43,7 @@ impl MemoryPlan {
         .unwrap_or(0) as u64;
         MemoryPlan {
             weight_bytes: config.parameter_count() * bytes_per_weight,
-            kv_cache_bytes: KvCache::bytes_needed(config, ctx),
+            kv_cache_bytes: KvCache::bytes_needed(config, ctx, kv),
             // ~8 live activation buffers of the widest row per chunk token, in f32.
             scratch_bytes: 8 * 4 * chunk * widest_row,
         }
@@ -112,9 +115,16 @@ mod tests {
     #[test]
     fn a_131072_context_of_the_1_7b_shape_is_planned_and_a_huge_one_refused() {
         let config = Preset::Qwen3_1_7b.config(GateMode::Elementwise);
-        let plan = MemoryPlan::new(&config, WeightFormat::Bf16, 131072, 512);
+        let plan = MemoryPlan::new(&config, WeightFormat::Bf16, KvDtype::F32, 131072, 512);
         // 28 layers x 8 kv heads x 128 dims x 2 (K, V) x 4 bytes x 131072 tokens = 28 GiB in f32.
         assert_eq!(plan.kv_cache_bytes, 28 * 8 * 128 * 2 * 4 * 131072);
+        let bf16 = MemoryPlan::new(&config, WeightFormat::Bf16, KvDtype::Bf16, 131072, 512);
+        assert_eq!(
+            bf16.kv_cache_bytes,
+            plan.kv_cache_bytes / 2,
+            "bf16 KV fits 131072 tokens in 14 GiB"
+        );
+        bf16.check_fits(Some(24 << 30), 131072).unwrap();
         let err = plan
             .check_fits(Some(24 << 30), 131072)
             .unwrap_err()
@@ -124,7 +134,7 @@ mod tests {
             "{err}"
         );
         assert!(plan.check_fits(None, 131072).is_ok());
-        MemoryPlan::new(&config, WeightFormat::Bf16, 4096, 512)
+        MemoryPlan::new(&config, WeightFormat::Bf16, KvDtype::F32, 4096, 512)
             .check_fits(Some(24 << 30), 4096)
             .unwrap();
     }

@@ -7,9 +7,11 @@ use gattn_tensor::Checkpoint;
 use crate::config::{GateMode, Qwen3Config, RopeScaling};
 use crate::error::{ModelError, Result};
 use crate::kv_cache::KvCache;
+use crate::layers::attention::AttentionPath;
 use crate::layers::{DecoderLayer, Embedding, RmsNorm};
 use crate::rope::RotaryEmbedding;
 use crate::weights::{Linear, WeightFormat};
+use gattn_kernels::attention::KvDtype;
 
 /// Which positions of a chunk need logits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,6 +31,10 @@ pub struct Qwen3Model {
     pub lm_head: Linear,
     pub rope: RotaryEmbedding,
     pub format: WeightFormat,
+    /// Storage of new KV caches (`--kv`); f32 unless set.
+    pub kv_dtype: KvDtype,
+    /// Fused kernel (default) or the naive reference attention.
+    pub attention_path: AttentionPath,
 }
 
 impl Qwen3Model {
@@ -71,6 +77,8 @@ impl Qwen3Model {
             lm_head,
             rope,
             format,
+            kv_dtype: KvDtype::F32,
+            attention_path: AttentionPath::Fused,
         })
     }
 
@@ -116,8 +124,9 @@ impl Qwen3Model {
                 n,
                 &rope,
                 cache.layer_mut(index),
+                self.attention_path,
                 maps.as_deref_mut(),
-            );
+            )?;
             check_finite(&hidden, h, index, "hidden state", start)?;
             if let (Some(all), Some(maps)) = (attention_maps.as_deref_mut(), maps) {
                 all.push(maps);
@@ -154,8 +163,10 @@ impl Qwen3Model {
         self.rope = RotaryEmbedding::new(&self.config);
     }
 
+    /// An empty KV cache for up to `ctx` tokens in `self.kv_dtype`; it grows in chunks as used.
     pub fn new_cache(&self, ctx: usize) -> KvCache {
-        KvCache::new(&self.config, ctx)
+        KvCache::new(&self.config, ctx, self.kv_dtype)
+            .expect("a validated config has KV heads and head_dim > 0")
     }
 
     /// Bytes of weights held (mmapped bf16 counts, tied lm_head counted once).

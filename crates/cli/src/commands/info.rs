@@ -3,7 +3,7 @@
 use anyhow::Result;
 
 use gattn_kernels::dispatch::{cpu_features, dispatch_choice};
-use gattn_model::{KvCache, Qwen3Config, RopeScaling};
+use gattn_model::{KvCache, MemoryPlan, Qwen3Config, RopeScaling, available_memory};
 
 use crate::args::InfoArgs;
 use crate::commands::init_threads;
@@ -61,9 +61,18 @@ pub fn run(args: InfoArgs) -> Result<()> {
         gib(model.weight_bytes() as u64),
         model.format.name()
     );
+    let kv = args.kv.dtype();
     println!(
-        "kv cache:  {} at --ctx {ctx} (f32)",
-        gib(KvCache::bytes_needed(&config, ctx))
+        "kv cache:  {} at --ctx {ctx} ({}; grows in chunks of {} tokens)",
+        gib(KvCache::bytes_needed(&config, ctx, kv)),
+        kv.name(),
+        gattn_model::kv_cache::GROWTH_CHUNK_TOKENS
+    );
+    let plan = MemoryPlan::new(&config, args.weights.format(), kv, ctx, 512);
+    let available = available_memory().map_or("unknown".to_string(), gib);
+    println!(
+        "memory:    {} needed, {available} available",
+        gib(plan.total())
     );
     Ok(())
 }

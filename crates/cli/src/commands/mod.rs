@@ -8,9 +8,19 @@ pub mod run;
 
 use anyhow::{Context, Result, bail};
 
-use gattn_model::{Qwen3Model, Tokenizer, WeightFormat};
+use gattn_model::{KvDtype, Qwen3Model, Tokenizer, WeightFormat};
 
-use crate::args::{ModelArgs, PromptArgs, WeightsArg};
+use crate::args::{KvArg, ModelArgs, PromptArgs, WeightsArg};
+
+impl KvArg {
+    pub fn dtype(self) -> KvDtype {
+        match self {
+            KvArg::Bf16 => KvDtype::Bf16,
+            KvArg::Int8 => KvDtype::Int8,
+            KvArg::F32 => KvDtype::F32,
+        }
+    }
+}
 
 impl WeightsArg {
     pub fn format(self) -> WeightFormat {
@@ -37,8 +47,10 @@ pub fn init_threads(threads: Option<usize>) -> Result<()> {
 
 pub fn load_model(args: &ModelArgs) -> Result<Qwen3Model> {
     init_threads(args.threads)?;
-    Qwen3Model::load(&args.model, args.weights.format())
-        .with_context(|| format!("cannot load the model in {}", args.model.display()))
+    let mut model = Qwen3Model::load(&args.model, args.weights.format())
+        .with_context(|| format!("cannot load the model in {}", args.model.display()))?;
+    model.kv_dtype = args.kv.dtype();
+    Ok(model)
 }
 
 /// The tokenizer if the checkpoint has one (it is optional with `--prompt-ids`).

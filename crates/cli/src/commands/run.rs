@@ -26,8 +26,14 @@ pub fn run(args: RunArgs) -> Result<()> {
     }
     fit_prompt(&mut prompt, ctx, args.truncate)?;
     // Everything the run will need, checked before the weights and the cache are allocated.
-    MemoryPlan::new(&config, args.model.weights.format(), ctx, prompt.len())
-        .check_fits(available_memory(), ctx)?;
+    MemoryPlan::new(
+        &config,
+        args.model.weights.format(),
+        args.model.kv.dtype(),
+        ctx,
+        prompt.len(),
+    )
+    .check_fits(available_memory(), ctx)?;
 
     let model = load_model(&args.model)?;
     let mut cache = model.new_cache(ctx);

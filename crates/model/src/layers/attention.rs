@@ -1,3 +1,5 @@
+use gattn_kernels::attention;
+use gattn_kernels::dispatch::simd_level;
 use gattn_kernels::reference::{self, AttentionShape, GateScores};
 use gattn_tensor::Checkpoint;
 
@@ -20,6 +22,15 @@ pub struct Attention {
     pub k_norm: Option<RmsNorm>,
     pub shape: AttentionShape,
     pub gate: GateMode,
+}
+
+/// Which attention implementation runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttentionPath {
+    /// The fused streaming-softmax kernel with the gate in its epilogue (SIMD, multi-threaded).
+    Fused,
+    /// Materialized softmax over the dequantized cache, then the gate: the naive oracle.
+    Reference,
 }
 
 /// The queries and gate scores of a chunk, separated from q_proj's interleaved output.
@@ -91,16 +102,19 @@ impl Attention {
 
     /// x: `[n, hidden]` (already normed), the chunk's tokens at positions `cache.len() ..`;
     /// appends their K/V to `cache` and writes `[n, hidden]` to `out`.
-    /// `probs_out`, if given, receives the attention probabilities `[n, num_heads, kv_len]`.
+    /// `probs_out`, if given, receives the attention probabilities `[n, num_heads, kv_len]`
+    /// (computed by the reference path).
+    #[allow(clippy::too_many_arguments)]
     pub fn forward(
         &self,
         x: &[f32],
         n: usize,
         rope: &RopeAngles,
         cache: &mut LayerKvCache,
+        path: AttentionPath,
         out: &mut [f32],
         probs_out: Option<&mut [f32]>,
-    ) {
+    ) -> Result<()> {
         let AttentionShape {
             num_heads,
             num_kv_heads,
@@ -143,30 +157,43 @@ impl Attention {
             }
         }
 
-        // 4. Cache K (after RoPE) and V; attend causally over everything cached.
-        cache.append(&k, &v, n);
+        // 4. Cache K (after RoPE) and V; attend causally over everything cached, then the gate:
+        //    attn_h *= sigmoid(gate_h).
+        cache.append(&k, &v, n)?;
         let kv_len = cache.len();
-        let mut attn = vec![0.0; n * num_heads * head_dim];
-        reference::causal_attention(
-            self.shape,
-            &queries,
-            q_start,
-            n,
-            &cache.k_heads(),
-            &cache.v_heads(),
-            kv_len,
-            &mut attn,
-            probs_out,
-        );
-
-        // 5. The gate: attn_h *= sigmoid(gate_h); then o_proj.
         let gate = match self.gate {
             GateMode::None => GateScores::None,
             GateMode::Headwise => GateScores::Headwise(&gate_scores),
             GateMode::Elementwise => GateScores::Elementwise(&gate_scores),
         };
-        reference::apply_output_gate(&mut attn, gate, head_dim);
+        let mut attn = vec![0.0; n * num_heads * head_dim];
+        if path == AttentionPath::Fused && probs_out.is_none() {
+            // The gate is applied in the kernel's epilogue.
+            attention::attend(
+                simd_level(),
+                self.shape,
+                &queries,
+                q_start,
+                n,
+                &cache.storage,
+                gate,
+                &mut attn,
+                None,
+            )?;
+        } else {
+            let (k_heads, v_heads): (Vec<Vec<f32>>, Vec<Vec<f32>>) =
+                (0..num_kv_heads).map(|j| cache.dequantized_head(j)).unzip();
+            let k_refs: Vec<&[f32]> = k_heads.iter().map(Vec::as_slice).collect();
+            let v_refs: Vec<&[f32]> = v_heads.iter().map(Vec::as_slice).collect();
+            reference::causal_attention(
+                self.shape, &queries, q_start, n, &k_refs, &v_refs, kv_len, &mut attn, probs_out,
+            );
+            reference::apply_output_gate(&mut attn, gate, head_dim);
+        }
+
+        // 5. o_proj.
         self.o_proj.forward(&attn, n, out);
+        Ok(())
     }
 
     pub fn bytes(&self) -> usize {

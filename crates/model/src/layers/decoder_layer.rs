@@ -3,6 +3,7 @@ use gattn_tensor::Checkpoint;
 use crate::config::Qwen3Config;
 use crate::error::Result;
 use crate::kv_cache::LayerKvCache;
+use crate::layers::attention::AttentionPath;
 use crate::layers::{Attention, Mlp, RmsNorm};
 use crate::rope::RopeAngles;
 use crate::weights::WeightFormat;
@@ -50,21 +51,30 @@ impl DecoderLayer {
         n: usize,
         rope: &RopeAngles,
         cache: &mut LayerKvCache,
+        path: AttentionPath,
         probs_out: Option<&mut [f32]>,
-    ) {
+    ) -> Result<()> {
         let mut normed = vec![0.0; hidden.len()];
         let mut residual_update = vec![0.0; hidden.len()];
 
         // h = h + Attention(RMSNorm(h))
         self.input_layernorm.forward(hidden, &mut normed);
-        self.self_attn
-            .forward(&normed, n, rope, cache, &mut residual_update, probs_out);
+        self.self_attn.forward(
+            &normed,
+            n,
+            rope,
+            cache,
+            path,
+            &mut residual_update,
+            probs_out,
+        )?;
         add_in_place(hidden, &residual_update);
 
         // h = h + MLP(RMSNorm(h))
         self.post_attention_layernorm.forward(hidden, &mut normed);
         self.mlp.forward(&normed, n, &mut residual_update);
         add_in_place(hidden, &residual_update);
+        Ok(())
     }
 
     pub fn bytes(&self) -> usize {
