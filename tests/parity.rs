@@ -157,3 +157,31 @@ fn fused_decode_equals_reference_decode_for_every_kv_format() {
         assert!(err < 1e-4, "{kv:?}: fused vs reference decode {err}");
     }
 }
+
+/// bf16 weights through the SIMD kernels equal the reference (the checkpoint is bf16, so only the
+/// accumulation order differs); int8 weights stay within the error their block scales imply.
+#[test]
+fn simd_weight_formats_stay_close_to_the_oracle() {
+    let bf16 = Fixture::load("headwise_mha"); // a bf16 checkpoint
+    check_full_prefill_with(
+        &bf16,
+        WeightFormat::Bf16,
+        AttentionPath::Fused,
+        KvDtype::F32,
+        1e-4,
+    );
+    for name in [
+        "baseline_gqa_tied_f32",
+        "elementwise_gqa",
+        "baseline_untied_bias_bf16",
+    ] {
+        let fixture = Fixture::load(name);
+        check_full_prefill_with(
+            &fixture,
+            WeightFormat::Int8,
+            AttentionPath::Fused,
+            KvDtype::F32,
+            0.15,
+        );
+    }
+}

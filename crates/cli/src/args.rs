@@ -51,7 +51,7 @@ pub struct ModelArgs {
     /// Checkpoint directory (config.json, model.safetensors or shards, tokenizer.json)
     #[arg(short = 'm', long = "model")]
     pub model: PathBuf,
-    /// How the linear layers hold their weights
+    /// How the linear layers hold their weights: f32 (reference), bf16 or int8 (SIMD kernels)
     #[arg(long, value_enum, default_value_t = WeightsArg::F32)]
     pub weights: WeightsArg,
     /// Worker threads (default: all cores)
@@ -171,8 +171,12 @@ pub struct InfoArgs {
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum WeightsArg {
+    /// The naive reference kernels (the oracle)
     F32,
+    /// bf16 weights (used in place when the checkpoint is bf16), SIMD kernels
     Bf16,
+    /// int8 blocks of 32 quantized at load, SIMD (VNNI) kernels
+    Int8,
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]

@@ -288,3 +288,33 @@ fn a_context_larger_than_memory_is_refused_before_allocating() {
         stderr(&o)
     );
 }
+
+#[test]
+fn int8_and_bf16_weights_run_and_are_thread_count_independent() {
+    let dir = init_tiny("elementwise");
+    let model = dir.path().to_str().unwrap();
+    for weights in ["bf16", "int8"] {
+        let run = |threads: &str| {
+            let o = gattn_cpu(&[
+                "run",
+                "-m",
+                model,
+                "-p",
+                "Gated",
+                "-n",
+                "8",
+                "--temperature",
+                "0",
+                "-t",
+                threads,
+                "--weights",
+                weights,
+                "--output",
+                "ids",
+            ]);
+            expect_exit(&o, 0);
+            stdout(&o).trim().to_string()
+        };
+        assert_eq!(run("1"), run("2"), "--weights {weights}");
+    }
+}

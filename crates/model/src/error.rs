@@ -44,6 +44,8 @@ pub enum ModelError {
     KvCache(#[from] gattn_kernels::attention::KvError),
     #[error("attention kernel: {0}")]
     Attention(#[from] gattn_kernels::attention::AttentionError),
+    #[error("matmul kernel: {0}")]
+    Matmul(#[from] gattn_kernels::matmul::MatmulError),
     #[error("not enough memory: {0}")]
     OutOfMemory(String),
     #[error("{0}")]

@@ -27,9 +27,14 @@ impl MemoryPlan {
         ctx: usize,
         chunk_tokens: usize,
     ) -> MemoryPlan {
-        let bytes_per_weight = match format {
-            WeightFormat::F32 => 4,
-            WeightFormat::Bf16 => 2,
+        let params = config.parameter_count();
+        let embedding = (config.vocab_size * config.hidden_size) as u64;
+        let weight_bytes = match format {
+            WeightFormat::F32 => params * 4,
+            WeightFormat::Bf16 => params * 2,
+            // 1 byte + a 4-byte scale per 32 weights; the embedding table stays bf16 beside its
+            // int8 lm_head (tied or not).
+            WeightFormat::Int8 => params * 9 / 8 + embedding * 2,
         };
         let chunk = chunk_tokens.min(ctx).max(1) as u64;
         let widest_row = [
@@ -42,7 +47,7 @@ impl MemoryPlan {
         .max()
         .unwrap_or(0) as u64;
         MemoryPlan {
-            weight_bytes: config.parameter_count() * bytes_per_weight,
+            weight_bytes,
             kv_cache_bytes: KvCache::bytes_needed(config, ctx, kv),
             // ~8 live activation buffers of the widest row per chunk token, in f32.
             scratch_bytes: 8 * 4 * chunk * widest_row,

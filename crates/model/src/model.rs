@@ -10,7 +10,7 @@ use crate::kv_cache::KvCache;
 use crate::layers::attention::AttentionPath;
 use crate::layers::{DecoderLayer, Embedding, RmsNorm};
 use crate::rope::RotaryEmbedding;
-use crate::weights::{Linear, WeightFormat};
+use crate::weights::{Linear, WeightFormat, load_matrix};
 use gattn_kernels::attention::KvDtype;
 
 /// Which positions of a chunk need logits.
@@ -52,13 +52,27 @@ impl Qwen3Model {
     ) -> Result<Qwen3Model> {
         check_gate_matches_q_proj(&config, checkpoint)?;
         let (vocab, h) = (config.vocab_size, config.hidden_size);
-        let embed_tokens =
-            Embedding::load(checkpoint, "model.embed_tokens.weight", vocab, h, format)?;
+        let embed_tokens = Embedding::load(
+            checkpoint,
+            "model.embed_tokens.weight",
+            vocab,
+            h,
+            embedding_format(format),
+        )?;
         let layers = (0..config.num_hidden_layers)
             .map(|i| DecoderLayer::load(checkpoint, i, &config, format))
             .collect::<Result<Vec<_>>>()?;
         let norm = RmsNorm::load(checkpoint, "model.norm.weight", h, config.rms_norm_eps)?;
-        let lm_head = if config.tie_word_embeddings {
+        let lm_head = if config.tie_word_embeddings && format == WeightFormat::Int8 {
+            // The table is looked up as bf16 but multiplied as int8.
+            let weight = load_matrix(checkpoint, "model.embed_tokens.weight", &[vocab, h], format)?;
+            Linear {
+                weight,
+                bias: None,
+                in_features: h,
+                out_features: vocab,
+            }
+        } else if config.tie_word_embeddings {
             Linear {
                 weight: embed_tokens.table.clone(),
                 bias: None,
@@ -142,7 +156,7 @@ impl Qwen3Model {
         let mut normed = vec![0.0; rows.len()];
         self.norm.forward(rows, &mut normed);
         let mut logits = vec![0.0; m * vocab];
-        self.lm_head.forward(&normed, m, &mut logits);
+        self.lm_head.forward(&normed, m, &mut logits)?;
         check_finite(
             &logits,
             vocab,
@@ -171,7 +185,7 @@ impl Qwen3Model {
 
     /// Bytes of weights held (mmapped bf16 counts, tied lm_head counted once).
     pub fn weight_bytes(&self) -> usize {
-        let lm_head = if self.config.tie_word_embeddings {
+        let lm_head = if self.config.tie_word_embeddings && self.format != WeightFormat::Int8 {
             0
         } else {
             self.lm_head.bytes()
@@ -180,6 +194,14 @@ impl Qwen3Model {
             + self.layers.iter().map(DecoderLayer::bytes).sum::<usize>()
             + lm_head
             + 4 * self.norm.dim()
+    }
+}
+
+/// Embeddings are read a row at a time, which int8 blocks do not allow: they stay bf16.
+fn embedding_format(format: WeightFormat) -> WeightFormat {
+    match format {
+        WeightFormat::Int8 => WeightFormat::Bf16,
+        other => other,
     }
 }
 

@@ -2,10 +2,11 @@
 
 use std::sync::Arc;
 
+use gattn_kernels::matmul::{self, Q8Matrix, WeightMatrix};
 use gattn_kernels::reference;
 use gattn_tensor::{Checkpoint, DType, MappedTensor, bf16};
 
-use crate::error::Result;
+use crate::error::{ModelError, Result};
 
 /// How the linear layers hold their weights.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -13,7 +14,11 @@ pub enum WeightFormat {
     /// Everything widened to f32 at load: the reference path.
     F32,
     /// bf16 as stored (memory-mapped, no copy) when the checkpoint is bf16; converted otherwise.
+    /// Runs the SIMD matmul kernels.
     Bf16,
+    /// Symmetric int8 in blocks of 32 along the input, quantized at load (embeddings stay bf16).
+    /// Runs the SIMD (VNNI) kernels.
+    Int8,
 }
 
 impl WeightFormat {
@@ -21,6 +26,7 @@ impl WeightFormat {
         match self {
             WeightFormat::F32 => "f32",
             WeightFormat::Bf16 => "bf16",
+            WeightFormat::Int8 => "int8",
         }
     }
 
@@ -28,6 +34,7 @@ impl WeightFormat {
         match s {
             "f32" => Some(WeightFormat::F32),
             "bf16" => Some(WeightFormat::Bf16),
+            "int8" => Some(WeightFormat::Int8),
             _ => None,
         }
     }
@@ -40,6 +47,8 @@ pub enum WeightData {
     /// Points into the memory-mapped checkpoint.
     Bf16Mapped(MappedTensor),
     Bf16Owned(Arc<Vec<bf16>>),
+    /// Quantized at load; row lookups (embeddings) are not supported on it.
+    Int8(Arc<Q8Matrix<'static>>),
 }
 
 impl WeightData {
@@ -48,6 +57,7 @@ impl WeightData {
             WeightData::F32(w) => w.len() * 4,
             WeightData::Bf16Mapped(m) => m.bytes().len(),
             WeightData::Bf16Owned(w) => w.len() * 2,
+            WeightData::Int8(q) => q.bytes(),
         }
     }
 
@@ -59,7 +69,7 @@ impl WeightData {
         match self {
             WeightData::Bf16Mapped(m) => m.as_bf16_slice(),
             WeightData::Bf16Owned(w) => Some(w),
-            WeightData::F32(_) => None,
+            WeightData::F32(_) | WeightData::Int8(_) => None,
         }
     }
 
@@ -67,6 +77,7 @@ impl WeightData {
     pub fn row_f32(&self, r: usize, cols: usize, out: &mut [f32]) {
         match self {
             WeightData::F32(w) => out.copy_from_slice(&w[r * cols..][..cols]),
+            WeightData::Int8(_) => unreachable!("embeddings are never held as int8"),
             _ => {
                 let w = self.bf16_slice().expect("bf16 storage");
                 for (o, v) in out.iter_mut().zip(&w[r * cols..][..cols]) {
@@ -88,6 +99,15 @@ pub fn load_matrix(
     view.expect_shape(shape)?;
     Ok(match format {
         WeightFormat::F32 => WeightData::F32(Arc::new(view.to_f32_vec()?)),
+        WeightFormat::Int8 => {
+            let (rows, cols) = (shape[0], shape.get(1).copied().unwrap_or(1));
+            let q = match view.as_bf16_slice() {
+                Some(w) => Q8Matrix::quantize_bf16(w, rows, cols),
+                None => Q8Matrix::quantize_f32(&view.to_f32_vec()?, rows, cols),
+            }
+            .map_err(|e| ModelError::InvalidArgument(format!("cannot quantize {name}: {e}")))?;
+            WeightData::Int8(Arc::new(q))
+        }
         WeightFormat::Bf16 => {
             let mapped = checkpoint.mapped(name)?;
             if mapped.dtype == DType::BF16 && mapped.as_bf16_slice().is_some() {
@@ -150,16 +170,20 @@ impl Linear {
     }
 
     /// x: `[n, in_features]` -> y: `[n, out_features]`.
-    pub fn forward(&self, x: &[f32], n: usize, y: &mut [f32]) {
+    /// `--weights f32` runs the naive reference (the oracle); bf16 and int8 the SIMD kernels.
+    pub fn forward(&self, x: &[f32], n: usize, y: &mut [f32]) -> Result<()> {
         let (k, m) = (self.in_features, self.out_features);
         let bias = self.bias.as_deref();
-        match &self.weight {
-            WeightData::F32(w) => reference::matmul_f32(x, w, bias, n, k, m, y),
-            other => {
-                let w = other.bf16_slice().expect("bf16 storage");
-                reference::matmul_bf16(x, w, bias, n, k, m, y)
+        let weights = match &self.weight {
+            WeightData::F32(w) => {
+                reference::matmul_f32(x, w, bias, n, k, m, y);
+                return Ok(());
             }
-        }
+            WeightData::Int8(q) => WeightMatrix::int8(q),
+            other => WeightMatrix::bf16(other.bf16_slice().expect("bf16 storage"), m, k)?,
+        };
+        matmul::matmul(&weights, x, bias, y)?;
+        Ok(())
     }
 
     pub fn bytes(&self) -> usize {

@@ -27,6 +27,7 @@ impl WeightsArg {
         match self {
             WeightsArg::F32 => WeightFormat::F32,
             WeightsArg::Bf16 => WeightFormat::Bf16,
+            WeightsArg::Int8 => WeightFormat::Int8,
         }
     }
 }

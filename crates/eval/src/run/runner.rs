@@ -161,10 +161,7 @@ fn validate(options: &RunOptions) -> Result<(), RunError> {
 }
 
 fn weights_name(format: WeightFormat) -> String {
-    match format {
-        WeightFormat::F32 => "f32".into(),
-        WeightFormat::Bf16 => "bf16".into(),
-    }
+    format.name().into()
 }
 
 fn model_label(dir: &Path) -> String {

@@ -126,9 +126,9 @@ impl Attention {
         let mut q_proj_out = vec![0.0; n * self.q_proj.out_features];
         let mut k = vec![0.0; n * num_kv_heads * head_dim];
         let mut v = vec![0.0; n * num_kv_heads * head_dim];
-        self.q_proj.forward(x, n, &mut q_proj_out);
-        self.k_proj.forward(x, n, &mut k);
-        self.v_proj.forward(x, n, &mut v);
+        self.q_proj.forward(x, n, &mut q_proj_out)?;
+        self.k_proj.forward(x, n, &mut k)?;
+        self.v_proj.forward(x, n, &mut v)?;
 
         // 2. Separate the gate scores from the queries.
         let SplitQuery {
@@ -192,7 +192,7 @@ impl Attention {
         }
 
         // 5. o_proj.
-        self.o_proj.forward(&attn, n, out);
+        self.o_proj.forward(&attn, n, out)?;
         Ok(())
     }
 

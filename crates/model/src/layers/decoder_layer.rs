@@ -72,7 +72,7 @@ impl DecoderLayer {
 
         // h = h + MLP(RMSNorm(h))
         self.post_attention_layernorm.forward(hidden, &mut normed);
-        self.mlp.forward(&normed, n, &mut residual_update);
+        self.mlp.forward(&normed, n, &mut residual_update)?;
         add_in_place(hidden, &residual_update);
         Ok(())
     }

@@ -50,16 +50,16 @@ impl Mlp {
     }
 
     /// x: `[n, hidden]` -> out: `[n, hidden]`.
-    pub fn forward(&self, x: &[f32], n: usize, out: &mut [f32]) {
+    pub fn forward(&self, x: &[f32], n: usize, out: &mut [f32]) -> Result<()> {
         let intermediate = self.gate_proj.out_features;
         let mut gate = vec![0.0; n * intermediate];
         let mut up = vec![0.0; n * intermediate];
-        self.gate_proj.forward(x, n, &mut gate);
-        self.up_proj.forward(x, n, &mut up);
+        self.gate_proj.forward(x, n, &mut gate)?;
+        self.up_proj.forward(x, n, &mut up)?;
         for (g, u) in gate.iter_mut().zip(&up) {
             *g = silu(*g) * u;
         }
-        self.down_proj.forward(&gate, n, out);
+        self.down_proj.forward(&gate, n, out)
     }
 
     pub fn bytes(&self) -> usize {
