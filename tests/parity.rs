@@ -185,3 +185,43 @@ fn simd_weight_formats_stay_close_to_the_oracle() {
         );
     }
 }
+
+/// The attention-sink share streamed by the fused kernel equals the one read off the reference
+/// path's materialized attention maps, layer by layer.
+#[test]
+fn streamed_sink_share_equals_the_share_in_the_attention_maps() {
+    for name in ["baseline_gqa_tied_f32", "headwise_gqa", "elementwise_gqa"] {
+        let fixture = Fixture::load(name);
+        let model = Qwen3Model::load(&fixture.dir, WeightFormat::F32).unwrap();
+        let n = fixture.prompt_ids.len();
+        let mut maps = Vec::new();
+        model
+            .forward_with_maps(
+                &fixture.prompt_ids,
+                &mut model.new_cache(n),
+                LogitsFor::Last,
+                Some(&mut maps),
+            )
+            .unwrap();
+        let mut stats =
+            vec![gattn_kernels::attention::AttentionStats::default(); model.layers.len()];
+        model
+            .forward_with_stats(
+                &fixture.prompt_ids,
+                &mut model.new_cache(n),
+                LogitsFor::Last,
+                &mut stats,
+            )
+            .unwrap();
+        for (layer, (map, stat)) in maps.iter().zip(&stats).enumerate() {
+            // map: [n, heads, n]; the share on key 0, averaged over query rows and heads.
+            let rows: Vec<f32> = map.chunks_exact(n).map(|row| row[0]).collect();
+            let from_maps = rows.iter().map(|&p| p as f64).sum::<f64>() / rows.len() as f64;
+            let streamed = stat.sink_share().unwrap();
+            assert!(
+                (from_maps - streamed).abs() < 1e-5,
+                "{name} layer {layer}: {from_maps} vs {streamed}"
+            );
+        }
+    }
+}

@@ -7,11 +7,18 @@ use gattn_tensor::Checkpoint;
 use crate::config::{GateMode, Qwen3Config, RopeScaling};
 use crate::error::{ModelError, Result};
 use crate::kv_cache::KvCache;
-use crate::layers::attention::AttentionPath;
+use crate::layers::attention::{AttentionPath, LayerProbe};
 use crate::layers::{DecoderLayer, Embedding, RmsNorm};
 use crate::rope::RotaryEmbedding;
 use crate::weights::{Linear, WeightFormat, load_matrix};
-use gattn_kernels::attention::KvDtype;
+use gattn_kernels::attention::{AttentionStats, KvDtype};
+
+/// What a forward pass reports besides the logits.
+enum Probes<'a> {
+    None,
+    Maps(&'a mut Vec<Vec<f32>>),
+    Stats(&'a mut [AttentionStats]),
+}
 
 /// Which positions of a chunk need logits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,7 +121,37 @@ impl Qwen3Model {
         tokens: &[u32],
         cache: &mut KvCache,
         logits_for: LogitsFor,
-        mut attention_maps: Option<&mut Vec<Vec<f32>>>,
+        attention_maps: Option<&mut Vec<Vec<f32>>>,
+    ) -> Result<Vec<f32>> {
+        match attention_maps {
+            Some(maps) => self.forward_probed(tokens, cache, logits_for, Probes::Maps(maps)),
+            None => self.forward_probed(tokens, cache, logits_for, Probes::None),
+        }
+    }
+
+    /// As [`forward`](Self::forward), accumulating each layer's attention-sink share and gate
+    /// statistics into `stats[layer]` (streamed by the fused kernel: any prompt length).
+    pub fn forward_with_stats(
+        &self,
+        tokens: &[u32],
+        cache: &mut KvCache,
+        logits_for: LogitsFor,
+        stats: &mut [AttentionStats],
+    ) -> Result<Vec<f32>> {
+        assert_eq!(
+            stats.len(),
+            self.layers.len(),
+            "one AttentionStats per layer"
+        );
+        self.forward_probed(tokens, cache, logits_for, Probes::Stats(stats))
+    }
+
+    fn forward_probed(
+        &self,
+        tokens: &[u32],
+        cache: &mut KvCache,
+        logits_for: LogitsFor,
+        mut probes: Probes<'_>,
     ) -> Result<Vec<f32>> {
         let n = tokens.len();
         if n == 0 {
@@ -130,19 +167,26 @@ impl Qwen3Model {
         self.embed_tokens.forward(tokens, &mut hidden)?;
 
         for (index, layer) in self.layers.iter().enumerate() {
-            let mut maps = attention_maps
-                .as_ref()
-                .map(|_| vec![0.0; n * self.config.num_attention_heads * (start + n)]);
+            let mut maps = match probes {
+                Probes::Maps(_) => vec![0.0; n * self.config.num_attention_heads * (start + n)],
+                _ => Vec::new(),
+            };
+            let probe = match &mut probes {
+                Probes::None => LayerProbe::None,
+                Probes::Maps(_) => LayerProbe::Maps(&mut maps),
+                Probes::Stats(stats) => LayerProbe::Stats(&mut stats[index]),
+            };
+            let cache_layer = cache.layer_mut(index);
             layer.forward(
                 &mut hidden,
                 n,
                 &rope,
-                cache.layer_mut(index),
+                cache_layer,
                 self.attention_path,
-                maps.as_deref_mut(),
+                probe,
             )?;
             check_finite(&hidden, h, index, "hidden state", start)?;
-            if let (Some(all), Some(maps)) = (attention_maps.as_deref_mut(), maps) {
+            if let Probes::Maps(all) = &mut probes {
                 all.push(maps);
             }
         }

@@ -1,4 +1,4 @@
-use gattn_kernels::attention;
+use gattn_kernels::attention::{self, AttentionStats};
 use gattn_kernels::dispatch::simd_level;
 use gattn_kernels::reference::{self, AttentionShape, GateScores};
 use gattn_tensor::Checkpoint;
@@ -31,6 +31,16 @@ pub enum AttentionPath {
     Fused,
     /// Materialized softmax over the dequantized cache, then the gate: the naive oracle.
     Reference,
+}
+
+/// What a layer reports about its attention besides its output.
+pub enum LayerProbe<'a> {
+    None,
+    /// The probabilities `[n, num_heads, kv_len]` (reference path; short prompts only).
+    Maps(&'a mut [f32]),
+    /// Sink share and gate statistics, accumulated by the fused kernel without materializing
+    /// probabilities (any prompt length).
+    Stats(&'a mut AttentionStats),
 }
 
 /// The queries and gate scores of a chunk, separated from q_proj's interleaved output.
@@ -102,8 +112,7 @@ impl Attention {
 
     /// x: `[n, hidden]` (already normed), the chunk's tokens at positions `cache.len() ..`;
     /// appends their K/V to `cache` and writes `[n, hidden]` to `out`.
-    /// `probs_out`, if given, receives the attention probabilities `[n, num_heads, kv_len]`
-    /// (computed by the reference path).
+    /// `probe` asks for the attention maps (computed by the reference path) or the kernel's stats.
     #[allow(clippy::too_many_arguments)]
     pub fn forward(
         &self,
@@ -113,7 +122,7 @@ impl Attention {
         cache: &mut LayerKvCache,
         path: AttentionPath,
         out: &mut [f32],
-        probs_out: Option<&mut [f32]>,
+        probe: LayerProbe<'_>,
     ) -> Result<()> {
         let AttentionShape {
             num_heads,
@@ -167,7 +176,12 @@ impl Attention {
             GateMode::Elementwise => GateScores::Elementwise(&gate_scores),
         };
         let mut attn = vec![0.0; n * num_heads * head_dim];
-        if path == AttentionPath::Fused && probs_out.is_none() {
+        let (probs_out, stats) = match probe {
+            LayerProbe::None => (None, None),
+            LayerProbe::Maps(maps) => (Some(maps), None),
+            LayerProbe::Stats(stats) => (None, Some(stats)),
+        };
+        if stats.is_some() || (path == AttentionPath::Fused && probs_out.is_none()) {
             // The gate is applied in the kernel's epilogue.
             attention::attend(
                 simd_level(),
@@ -178,7 +192,7 @@ impl Attention {
                 &cache.storage,
                 gate,
                 &mut attn,
-                None,
+                stats,
             )?;
         } else {
             let (k_heads, v_heads): (Vec<Vec<f32>>, Vec<Vec<f32>>) =

@@ -3,7 +3,7 @@ use gattn_tensor::Checkpoint;
 use crate::config::Qwen3Config;
 use crate::error::Result;
 use crate::kv_cache::LayerKvCache;
-use crate::layers::attention::AttentionPath;
+use crate::layers::attention::{AttentionPath, LayerProbe};
 use crate::layers::{Attention, Mlp, RmsNorm};
 use crate::rope::RopeAngles;
 use crate::weights::WeightFormat;
@@ -52,22 +52,15 @@ impl DecoderLayer {
         rope: &RopeAngles,
         cache: &mut LayerKvCache,
         path: AttentionPath,
-        probs_out: Option<&mut [f32]>,
+        probe: LayerProbe<'_>,
     ) -> Result<()> {
         let mut normed = vec![0.0; hidden.len()];
         let mut residual_update = vec![0.0; hidden.len()];
 
         // h = h + Attention(RMSNorm(h))
         self.input_layernorm.forward(hidden, &mut normed);
-        self.self_attn.forward(
-            &normed,
-            n,
-            rope,
-            cache,
-            path,
-            &mut residual_update,
-            probs_out,
-        )?;
+        self.self_attn
+            .forward(&normed, n, rope, cache, path, &mut residual_update, probe)?;
         add_in_place(hidden, &residual_update);
 
         // h = h + MLP(RMSNorm(h))
