@@ -357,7 +357,7 @@ fn lengths_over_the_context_are_refused() {
 }
 
 #[test]
-fn qa_without_its_dataset_is_skipped_and_kv_is_accepted() {
+fn qa_without_its_dataset_is_skipped_with_an_int8_kv_cache() {
     let tmp = tempfile::tempdir().unwrap();
     let model = tmp.path().join("tiny");
     init_tiny(&model);
@@ -371,14 +371,13 @@ fn qa_without_its_dataset_is_skipped_and_kv_is_accepted() {
         "--lengths",
         "1024",
         "--kv",
-        "q8",
+        "int8",
         "--out",
         out.to_str().unwrap(),
     ]);
     expect_exit(&o, 0);
     let err = stderr(&o);
     assert!(err.contains("skipped: qa_1 needs --squad FILE"), "{err}");
-    assert!(err.contains("--kv q8 is ignored"), "{err}");
     assert_eq!(
         read(&out.join("summary.csv")),
         "task,length,score,samples,nulls\n"

@@ -12,7 +12,7 @@ use gattn_eval::run::{
     merge_runs, run_ruler,
 };
 
-use crate::args::WeightsArg;
+use crate::args::{KvArg, WeightsArg};
 use crate::commands::init_threads;
 
 /// `gattn-cpu ruler [OPTIONS] --model DIR --out DIR`, or `gattn-cpu ruler merge|compare ...`.
@@ -67,9 +67,9 @@ pub struct RulerRunArgs {
     /// RoPE scaling for lengths beyond the checkpoint: none, linear:F, yarn:F[:ORIGINAL]
     #[arg(long)]
     pub rope_scaling: Option<String>,
-    /// KV cache format (accepted for scripts; ignored until the KV-format issue lands)
-    #[arg(long)]
-    pub kv: Option<String>,
+    /// KV-cache storage: bf16 (default), int8 or f32
+    #[arg(long, value_enum, default_value_t = KvArg::Bf16)]
+    pub kv: KvArg,
     /// Wrap each task in the model's chat template (tokenizer_config.json) instead of the raw template
     #[arg(long)]
     pub chat: bool,
@@ -144,14 +144,10 @@ fn evaluate(args: RulerRunArgs) -> Result<()> {
         bail!("give --model DIR and --out DIR to run, or a subcommand (merge, compare)");
     };
     init_threads(args.threads)?;
-    if let Some(kv) = &args.kv {
-        eprintln!(
-            "ruler: --kv {kv} is ignored: the model has no KV-cache format option yet (f32 cache)"
-        );
-    }
     let options = RunOptions {
         model_dir,
         weights: args.weights.format(),
+        kv: args.kv.dtype(),
         rope_scaling: args.rope_scaling.clone(),
         tasks: TaskName::parse_list(&args.tasks)?,
         lengths: args.lengths.clone(),

@@ -34,6 +34,8 @@ use crate::tokens::{CharCounter, TokenCounter};
 pub struct RunOptions {
     pub model_dir: PathBuf,
     pub weights: WeightFormat,
+    /// KV-cache storage (`--kv`).
+    pub kv: gattn_model::KvDtype,
     /// `--rope-scaling` as typed (`yarn:4`, `yarn:4:32768`, `linear:2`, `none`).
     pub rope_scaling: Option<String>,
     pub tasks: Vec<TaskName>,
@@ -349,6 +351,7 @@ impl<'c> Evaluator<'c> {
             corpus,
         } = prompts;
         let mut model = Qwen3Model::load(&options.model_dir, options.weights)?;
+        model.kv_dtype = options.kv;
         if let Some(s) = scaling {
             model.set_rope_scaling(s);
         }
