@@ -59,11 +59,14 @@ impl Tokenizer {
 
 /// Turns generated ids into text as they arrive. Byte-level BPE tokens can split a UTF-8
 /// character, so text is only emitted once it decodes without a trailing replacement character.
+/// Only the ids since the last emitted piece (plus the piece before, for context) are decoded at
+/// each step, so a long generation costs constant work per token.
 pub struct TextStream<'t> {
     tokenizer: &'t Tokenizer,
     ids: Vec<u32>,
-    /// Characters of `decode(ids)` already emitted.
-    emitted: usize,
+    /// `ids[prefix..read]` is the last emitted piece; `ids[read..]` is not emitted yet.
+    prefix: usize,
+    read: usize,
 }
 
 impl<'t> TextStream<'t> {
@@ -71,29 +74,40 @@ impl<'t> TextStream<'t> {
         TextStream {
             tokenizer,
             ids: Vec::new(),
-            emitted: 0,
+            prefix: 0,
+            read: 0,
         }
     }
 
     /// Adds a token; returns the new text that is complete.
     pub fn push(&mut self, id: u32) -> Result<String> {
         self.ids.push(id);
-        let text = self.tokenizer.decode(&self.ids)?;
-        if text.ends_with('\u{FFFD}') {
+        let (emitted, text) = self.decode_window()?;
+        if text.ends_with('\u{FFFD}') || text.len() <= emitted.len() {
             return Ok(String::new());
         }
-        Ok(self.take_new(&text))
+        self.prefix = self.read;
+        self.read = self.ids.len();
+        Ok(new_suffix(&emitted, &text))
     }
 
     /// Whatever is left at the end, even an incomplete character.
     pub fn finish(&mut self) -> Result<String> {
-        let text = self.tokenizer.decode(&self.ids)?;
-        Ok(self.take_new(&text))
+        let (emitted, text) = self.decode_window()?;
+        self.prefix = self.read;
+        self.read = self.ids.len();
+        Ok(new_suffix(&emitted, &text))
     }
 
-    fn take_new(&mut self, text: &str) -> String {
-        let new: String = text.chars().skip(self.emitted).collect();
-        self.emitted += new.chars().count();
-        new
+    /// The text of the last emitted piece, and of that piece plus everything after it.
+    fn decode_window(&self) -> Result<(String, String)> {
+        let emitted = self.tokenizer.decode(&self.ids[self.prefix..self.read])?;
+        let text = self.tokenizer.decode(&self.ids[self.prefix..])?;
+        Ok((emitted, text))
     }
+}
+
+/// `text` minus its leading `emitted` (by characters: `emitted` decodes whole characters).
+fn new_suffix(emitted: &str, text: &str) -> String {
+    text.chars().skip(emitted.chars().count()).collect()
 }

@@ -3,7 +3,7 @@
 use anyhow::Result;
 
 use gattn_kernels::dispatch::{cpu_features, dispatch_choice};
-use gattn_model::{KvCache, MemoryPlan, Qwen3Config, RopeScaling, available_memory};
+use gattn_model::{KvCache, MemoryPlan, RopeScaling, available_memory};
 
 use crate::args::InfoArgs;
 use crate::commands::init_threads;
@@ -22,8 +22,8 @@ pub fn run(args: InfoArgs) -> Result<()> {
     let Some(dir) = &args.model else {
         return Ok(());
     };
-    let config = Qwen3Config::from_dir(dir)?;
     let model = gattn_model::Qwen3Model::load(dir, args.weights.format())?;
+    let config = &model.config;
     let ctx = args.ctx.unwrap_or(config.max_position_embeddings);
     println!("model:     {}", dir.display());
     println!("gate:      {}", config.gate.name());
@@ -64,11 +64,11 @@ pub fn run(args: InfoArgs) -> Result<()> {
     let kv = args.kv.dtype();
     println!(
         "kv cache:  {} at --ctx {ctx} ({}; grows in chunks of {} tokens)",
-        gib(KvCache::bytes_needed(&config, ctx, kv)),
+        gib(KvCache::bytes_needed(config, ctx, kv)),
         kv.name(),
         gattn_model::kv_cache::GROWTH_CHUNK_TOKENS
     );
-    let plan = MemoryPlan::new(&config, args.weights.format(), kv, ctx, 512);
+    let plan = MemoryPlan::new(config, args.weights.format(), kv, ctx, 512);
     let available = available_memory().map_or("unknown".to_string(), gib);
     println!(
         "memory:    {} needed, {available} available",
