@@ -101,10 +101,7 @@ fn same_seed_same_bytes_and_same_generation() {
             seed,
         };
         let mut tokens = Vec::new();
-        let options = GenerateOptions {
-            max_tokens: 16,
-            eos_token_ids: &[],
-        };
+        let options = GenerateOptions::new(16, &[]);
         generate(
             &model,
             &mut model.new_cache(64),

@@ -51,9 +51,13 @@ pub struct ModelArgs {
     /// Checkpoint directory (config.json, model.safetensors or shards, tokenizer.json)
     #[arg(short = 'm', long = "model")]
     pub model: PathBuf,
-    /// How the linear layers hold their weights: f32 (reference), bf16 or int8 (SIMD kernels)
-    #[arg(long, value_enum, default_value_t = WeightsArg::F32)]
+    /// How the linear layers hold their weights: auto (bf16 for a bf16 checkpoint, else f32),
+    /// f32 (reference), bf16 or int8 (SIMD kernels)
+    #[arg(long, value_enum, default_value_t = WeightsArg::Auto)]
     pub weights: WeightsArg,
+    /// Most prompt tokens one forward pass runs (longer prompts are split into chunks)
+    #[arg(long, default_value_t = gattn_model::DEFAULT_PREFILL_CHUNK)]
+    pub prefill_chunk: usize,
     /// Worker threads (default: all cores)
     #[arg(short = 't', long)]
     pub threads: Option<usize>,
@@ -158,7 +162,7 @@ pub struct InfoArgs {
     /// Checkpoint directory to describe
     #[arg(short = 'm', long = "model")]
     pub model: Option<PathBuf>,
-    #[arg(long, value_enum, default_value_t = WeightsArg::F32)]
+    #[arg(long, value_enum, default_value_t = WeightsArg::Auto)]
     pub weights: WeightsArg,
     /// Context length to size the KV cache for (default: max_position_embeddings)
     #[arg(short = 'c', long = "ctx")]
@@ -171,6 +175,8 @@ pub struct InfoArgs {
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum WeightsArg {
+    /// The checkpoint's own precision where a SIMD kernel takes it (bf16), else f32
+    Auto,
     /// The naive reference kernels (the oracle)
     F32,
     /// bf16 weights (used in place when the checkpoint is bf16), SIMD kernels

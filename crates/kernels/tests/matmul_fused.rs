@@ -29,13 +29,16 @@ proptest! {
             WeightMatrix::int8(&q8),
             WeightMatrix::bf16(&wv, n, k).unwrap(),
         ];
+        // q and v with a bias (qkv_bias checkpoints), k without.
+        let biases = [Some(values(n, 1.0, &mut rng)), None, Some(values(n, 1.0, &mut rng))];
         for level in SimdLevel::all_supported() {
             let mut fused: Vec<Vec<f32>> = ws.iter().map(|w| vec![f32::NAN; m * w.n()]).collect();
             let mut outs: Vec<&mut [f32]> = fused.iter_mut().map(|v| v.as_mut_slice()).collect();
-            matmul_shared_input_at(level, &ws, &x, &mut outs).unwrap();
-            for (w, got) in ws.iter().zip(&fused) {
+            let with_bias: Vec<_> = ws.iter().zip(&biases).map(|(w, b)| (*w, b.as_deref())).collect();
+            matmul_shared_input_at(level, &with_bias, &x, &mut outs).unwrap();
+            for ((w, bias), got) in ws.iter().zip(&biases).zip(&fused) {
                 let mut alone = vec![0.0; m * w.n()];
-                matmul_at(level, w, &x, None, &mut alone).unwrap();
+                matmul_at(level, w, &x, bias.as_deref(), &mut alone).unwrap();
                 // Same kernels, same blocks: bit-identical.
                 prop_assert_eq!(got, &alone, "{} m={} k={} n={}", level, m, k, w.n());
             }
@@ -85,14 +88,19 @@ fn fusion_shape_mismatches_are_errors() {
     assert!(
         matmul_shared_input_at(
             SimdLevel::Scalar,
-            &[wa, wb],
+            &[(wa, None), (wb, None)],
             &[0.0; 8],
             &mut [&mut y1, &mut y2]
         )
         .is_err()
     );
     assert!(
-        matmul_shared_input_at(SimdLevel::Scalar, &[wa], &[0.0; 8], &mut [&mut y1, &mut y2])
-            .is_err()
+        matmul_shared_input_at(
+            SimdLevel::Scalar,
+            &[(wa, None)],
+            &[0.0; 8],
+            &mut [&mut y1, &mut y2]
+        )
+        .is_err()
     );
 }

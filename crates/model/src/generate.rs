@@ -1,10 +1,11 @@
 //! The generation loop: prefill the prompt, then decode one token at a time until a stop.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::error::Result;
 use crate::kv_cache::KvCache;
-use crate::model::{LogitsFor, Qwen3Model};
+use crate::model::{LogitsFor, PrefillEnd, Qwen3Model};
 use crate::sampling::Sampler;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,21 +42,58 @@ impl GenerationStats {
 pub struct GenerateOptions<'a> {
     pub max_tokens: usize,
     pub eos_token_ids: &'a [u32],
+    /// Set (e.g. by a Ctrl-C handler) to stop cleanly after the current prefill chunk or token.
+    pub interrupt: Option<&'a AtomicBool>,
+    /// Called after each prefill chunk with (prompt tokens done, prompt tokens): a progress bar.
+    pub on_prefill_chunk: Option<&'a mut dyn FnMut(usize, usize)>,
 }
 
-/// Feeds `prompt` into `cache` and samples up to `max_tokens` tokens. `on_token` sees each
-/// generated token as it is sampled and returns `false` to stop.
+impl<'a> GenerateOptions<'a> {
+    /// Up to `max_tokens` tokens, stopping at any of `eos_token_ids`; no interrupt, no progress.
+    pub fn new(max_tokens: usize, eos_token_ids: &'a [u32]) -> Self {
+        GenerateOptions {
+            max_tokens,
+            eos_token_ids,
+            interrupt: None,
+            on_prefill_chunk: None,
+        }
+    }
+}
+
+/// Feeds `prompt` into `cache` (in chunks of the model's `prefill_chunk`) and samples up to
+/// `max_tokens` tokens. `on_token` sees each generated token as it is sampled and returns `false`
+/// to stop. The logits buffer and the cache's scratch are reused: decoding allocates nothing.
 pub fn generate(
     model: &Qwen3Model,
     cache: &mut KvCache,
     prompt: &[u32],
     sampler: &mut Sampler,
-    options: GenerateOptions<'_>,
+    mut options: GenerateOptions<'_>,
     mut on_token: impl FnMut(u32) -> Result<bool>,
 ) -> Result<GenerationStats> {
+    let interrupted = |options: &GenerateOptions<'_>| {
+        options
+            .interrupt
+            .is_some_and(|flag| flag.load(Ordering::Relaxed))
+    };
     let prefill_start = Instant::now();
-    let mut logits = model.forward(prompt, cache, LogitsFor::Last)?;
+    let mut logits = Vec::new();
+    let prefill = model.prefill(prompt, cache, LogitsFor::Last, &mut logits, |done| {
+        if let Some(progress) = options.on_prefill_chunk.as_mut() {
+            progress(done, prompt.len());
+        }
+        !interrupted(&options)
+    })?;
     let prefill_time = prefill_start.elapsed();
+    if let PrefillEnd::Stopped { tokens_done } = prefill {
+        return Ok(GenerationStats {
+            prompt_tokens: tokens_done,
+            generated_tokens: 0,
+            prefill_time,
+            decode_time: Duration::ZERO,
+            stop: StopReason::Interrupted,
+        });
+    }
 
     let decode_start = Instant::now();
     let mut generated = 0;
@@ -68,7 +106,7 @@ pub fn generate(
             break StopReason::Eos;
         }
         generated += 1;
-        if !on_token(token)? {
+        if !on_token(token)? || interrupted(&options) {
             break StopReason::Interrupted;
         }
         if generated == options.max_tokens {
@@ -77,7 +115,7 @@ pub fn generate(
         if cache.len() == cache.ctx() {
             break StopReason::ContextFull;
         }
-        logits = model.forward(&[token], cache, LogitsFor::Last)?;
+        model.forward_into(&[token], cache, LogitsFor::Last, &mut logits)?;
     };
     Ok(GenerationStats {
         prompt_tokens: prompt.len(),

@@ -8,6 +8,7 @@ use gattn_kernels::attention::{KvDtype, KvLayer};
 
 use crate::config::Qwen3Config;
 use crate::error::{ModelError, Result};
+use crate::scratch::ForwardScratch;
 
 /// Tokens added to a layer's capacity at a time.
 pub const GROWTH_CHUNK_TOKENS: usize = 4096;
@@ -44,11 +45,14 @@ impl LayerKvCache {
     }
 }
 
+/// The state of one sequence: its keys and values per layer, and the activation buffers its
+/// forward passes reuse (so decoding a token allocates nothing).
 #[derive(Debug, Clone)]
 pub struct KvCache {
     layers: Vec<LayerKvCache>,
     ctx: usize,
     dtype: KvDtype,
+    scratch: ForwardScratch,
 }
 
 impl KvCache {
@@ -60,6 +64,7 @@ impl KvCache {
             layers: vec![layer; config.num_hidden_layers],
             ctx,
             dtype,
+            scratch: ForwardScratch::default(),
         })
     }
 
@@ -103,6 +108,11 @@ impl KvCache {
 
     pub fn layer_mut(&mut self, layer: usize) -> &mut LayerKvCache {
         &mut self.layers[layer]
+    }
+
+    /// The per-layer caches and the forward pass's buffers, borrowed together.
+    pub fn layers_and_scratch_mut(&mut self) -> (&mut [LayerKvCache], &mut ForwardScratch) {
+        (&mut self.layers, &mut self.scratch)
     }
 
     /// Bytes allocated now (grows in chunks up to [`bytes_needed`](Self::bytes_needed)).

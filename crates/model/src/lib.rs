@@ -11,6 +11,7 @@ pub mod memory;
 pub mod model;
 pub mod rope;
 pub mod sampling;
+pub mod scratch;
 pub mod tokenizer;
 pub mod weights;
 
@@ -21,7 +22,7 @@ pub use generate::{GenerateOptions, GenerationStats, StopReason, generate};
 pub use kv_cache::KvCache;
 pub use layers::attention::AttentionPath;
 pub use memory::{MemoryPlan, available_memory};
-pub use model::{LogitsFor, Qwen3Model};
+pub use model::{DEFAULT_PREFILL_CHUNK, LogitsFor, PrefillEnd, Qwen3Model};
 pub use sampling::{Sampler, SamplingParams};
 pub use tokenizer::{TextStream, Tokenizer};
 pub use weights::WeightFormat;

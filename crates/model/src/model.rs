@@ -10,6 +10,7 @@ use crate::kv_cache::KvCache;
 use crate::layers::attention::{AttentionPath, LayerProbe};
 use crate::layers::{DecoderLayer, Embedding, RmsNorm};
 use crate::rope::RotaryEmbedding;
+use crate::scratch::{ForwardScratch, sized};
 use crate::weights::{Linear, WeightFormat, load_matrix};
 use gattn_kernels::attention::{AttentionStats, KvDtype};
 
@@ -19,6 +20,30 @@ enum Probes<'a> {
     Maps(&'a mut Vec<Vec<f32>>),
     Stats(&'a mut [AttentionStats]),
 }
+
+/// Where a chunk's logits go.
+enum ChunkLogits<'a> {
+    /// Not wanted (a prefill chunk before the last).
+    None,
+    /// The last row only: `[vocab_size]`.
+    Last(&'a mut [f32]),
+    /// Every row: `[n, vocab_size]`.
+    All(&'a mut [f32]),
+}
+
+/// How a chunked prefill ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PrefillEnd {
+    Complete,
+    /// `on_chunk` asked to stop; the cache holds the first `tokens_done` tokens.
+    Stopped {
+        tokens_done: usize,
+    },
+}
+
+/// Tokens per forward chunk unless set: large enough for the matrix-matrix kernels to reuse each
+/// weight panel across many tokens, small enough that the activations stay a few MB.
+pub const DEFAULT_PREFILL_CHUNK: usize = 512;
 
 /// Which positions of a chunk need logits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,6 +67,8 @@ pub struct Qwen3Model {
     pub kv_dtype: KvDtype,
     /// Fused kernel (default) or the naive reference attention.
     pub attention_path: AttentionPath,
+    /// Most tokens one forward chunk runs (`--prefill-chunk`); longer inputs are split.
+    pub prefill_chunk: usize,
 }
 
 impl Qwen3Model {
@@ -100,22 +127,62 @@ impl Qwen3Model {
             format,
             kv_dtype: KvDtype::F32,
             attention_path: AttentionPath::Fused,
+            prefill_chunk: DEFAULT_PREFILL_CHUNK,
         })
     }
 
     /// Runs `tokens` (the next positions after what `cache` holds) through the model, appending
     /// their keys and values to `cache`. Returns logits `[1 or n, vocab_size]`.
+    /// Long inputs run in chunks of [`prefill_chunk`](Self::prefill_chunk) tokens.
     pub fn forward(
         &self,
         tokens: &[u32],
         cache: &mut KvCache,
         logits_for: LogitsFor,
     ) -> Result<Vec<f32>> {
-        self.forward_with_maps(tokens, cache, logits_for, None)
+        let mut logits = Vec::new();
+        self.forward_into(tokens, cache, logits_for, &mut logits)?;
+        Ok(logits)
+    }
+
+    /// As [`forward`](Self::forward), into `logits` (resized; reusing it across calls, as the
+    /// generation loop does, means decoding allocates nothing).
+    pub fn forward_into(
+        &self,
+        tokens: &[u32],
+        cache: &mut KvCache,
+        logits_for: LogitsFor,
+        logits: &mut Vec<f32>,
+    ) -> Result<()> {
+        self.forward_chunked(tokens, cache, logits_for, logits, Probes::None, &mut |_| {
+            true
+        })?;
+        Ok(())
+    }
+
+    /// As [`forward_into`](Self::forward_into), calling `on_chunk(tokens_done)` after each chunk
+    /// (a progress bar); when it returns `false` before the last chunk, stops there, leaving the
+    /// chunks done in `cache`.
+    pub fn prefill(
+        &self,
+        tokens: &[u32],
+        cache: &mut KvCache,
+        logits_for: LogitsFor,
+        logits: &mut Vec<f32>,
+        mut on_chunk: impl FnMut(usize) -> bool,
+    ) -> Result<PrefillEnd> {
+        self.forward_chunked(
+            tokens,
+            cache,
+            logits_for,
+            logits,
+            Probes::None,
+            &mut on_chunk,
+        )
     }
 
     /// As [`forward`](Self::forward); if `attention_maps` is given it receives, per layer, the
-    /// probabilities `[n, num_heads, kv_len]` (slow path, for short prompts).
+    /// probabilities `[n, num_heads, kv_len]` (slow path, one chunk: for short prompts).
     pub fn forward_with_maps(
         &self,
         tokens: &[u32],
@@ -123,10 +190,15 @@ impl Qwen3Model {
         logits_for: LogitsFor,
         attention_maps: Option<&mut Vec<Vec<f32>>>,
     ) -> Result<Vec<f32>> {
-        match attention_maps {
-            Some(maps) => self.forward_probed(tokens, cache, logits_for, Probes::Maps(maps)),
-            None => self.forward_probed(tokens, cache, logits_for, Probes::None),
-        }
+        let probes = match attention_maps {
+            Some(maps) => Probes::Maps(maps),
+            None => Probes::None,
+        };
+        let mut logits = Vec::new();
+        self.forward_chunked(tokens, cache, logits_for, &mut logits, probes, &mut |_| {
+            true
+        })?;
+        Ok(logits)
     }
 
     /// As [`forward`](Self::forward), accumulating each layer's attention-sink share and gate
@@ -143,72 +215,126 @@ impl Qwen3Model {
             self.layers.len(),
             "one AttentionStats per layer"
         );
-        self.forward_probed(tokens, cache, logits_for, Probes::Stats(stats))
+        let mut logits = Vec::new();
+        let probes = Probes::Stats(stats);
+        self.forward_chunked(tokens, cache, logits_for, &mut logits, probes, &mut |_| {
+            true
+        })?;
+        Ok(logits)
     }
 
-    fn forward_probed(
+    /// Splits `tokens` into chunks of at most `prefill_chunk` (one chunk for attention maps) and
+    /// runs them in order, each attending to everything cached before it.
+    fn forward_chunked(
         &self,
         tokens: &[u32],
         cache: &mut KvCache,
         logits_for: LogitsFor,
+        logits: &mut Vec<f32>,
         mut probes: Probes<'_>,
-    ) -> Result<Vec<f32>> {
+        on_chunk: &mut dyn FnMut(usize) -> bool,
+    ) -> Result<PrefillEnd> {
         let n = tokens.len();
         if n == 0 {
             return Err(ModelError::EmptyPrompt);
         }
         cache.check_room(n)?;
+        let vocab = self.config.vocab_size;
+        let logit_rows = match logits_for {
+            LogitsFor::All => n,
+            LogitsFor::Last => 1,
+        };
+        logits.clear();
+        logits.resize(logit_rows * vocab, 0.0);
+        let chunk = match probes {
+            Probes::Maps(_) => n,
+            _ => self.prefill_chunk.max(1),
+        };
+
+        let mut done = 0;
+        while done < n {
+            let len = chunk.min(n - done);
+            let last_chunk = done + len == n;
+            let chunk_logits = match logits_for {
+                LogitsFor::All => ChunkLogits::All(&mut logits[done * vocab..][..len * vocab]),
+                LogitsFor::Last if last_chunk => ChunkLogits::Last(&mut logits[..]),
+                LogitsFor::Last => ChunkLogits::None,
+            };
+            self.forward_chunk(&tokens[done..done + len], cache, chunk_logits, &mut probes)?;
+            done += len;
+            if !on_chunk(done) && !last_chunk {
+                return Ok(PrefillEnd::Stopped { tokens_done: done });
+            }
+        }
+        Ok(PrefillEnd::Complete)
+    }
+
+    /// One chunk: `[n]` tokens -> hidden `[n, hidden]` through every layer -> the wanted logits.
+    fn forward_chunk(
+        &self,
+        tokens: &[u32],
+        cache: &mut KvCache,
+        logits: ChunkLogits<'_>,
+        probes: &mut Probes<'_>,
+    ) -> Result<()> {
+        let n = tokens.len();
         let (h, vocab) = (self.config.hidden_size, self.config.vocab_size);
         let start = cache.len();
-        let rope = self.rope.angles(start, n);
+        let (layer_caches, scratch) = cache.layers_and_scratch_mut();
+        let ForwardScratch {
+            hidden,
+            final_normed,
+            rope,
+            layer: layer_scratch,
+        } = scratch;
+        self.rope.angles_into(start, n, rope);
 
         // x = embed(tokens): [n, hidden]
-        let mut hidden = vec![0.0; n * h];
-        self.embed_tokens.forward(tokens, &mut hidden)?;
+        let hidden = sized(hidden, n * h);
+        self.embed_tokens.forward(tokens, hidden)?;
 
-        for (index, layer) in self.layers.iter().enumerate() {
+        // x = layer(x) for each decoder layer, keys and values appended to its cache.
+        for (index, (layer, layer_cache)) in self.layers.iter().zip(layer_caches).enumerate() {
             let mut maps = match probes {
                 Probes::Maps(_) => vec![0.0; n * self.config.num_attention_heads * (start + n)],
                 _ => Vec::new(),
             };
-            let probe = match &mut probes {
+            let probe = match probes {
                 Probes::None => LayerProbe::None,
                 Probes::Maps(_) => LayerProbe::Maps(&mut maps),
                 Probes::Stats(stats) => LayerProbe::Stats(&mut stats[index]),
             };
-            let cache_layer = cache.layer_mut(index);
             layer.forward(
-                &mut hidden,
+                hidden,
                 n,
-                &rope,
-                cache_layer,
+                rope,
+                layer_cache,
                 self.attention_path,
                 probe,
+                layer_scratch,
             )?;
-            check_finite(&hidden, h, index, "hidden state", start)?;
-            if let Probes::Maps(all) = &mut probes {
+            check_finite(hidden, h, index, "hidden state", start)?;
+            if let Probes::Maps(all) = probes {
                 all.push(maps);
             }
         }
 
         // logits = lm_head(RMSNorm(x)) for the wanted rows.
-        let rows = match logits_for {
-            LogitsFor::All => &hidden[..],
-            LogitsFor::Last => &hidden[(n - 1) * h..],
+        let (rows, logits) = match logits {
+            ChunkLogits::None => return Ok(()),
+            ChunkLogits::Last(logits) => (&hidden[(n - 1) * h..], logits),
+            ChunkLogits::All(logits) => (&hidden[..], logits),
         };
-        let m = rows.len() / h;
-        let mut normed = vec![0.0; rows.len()];
-        self.norm.forward(rows, &mut normed);
-        let mut logits = vec![0.0; m * vocab];
-        self.lm_head.forward(&normed, m, &mut logits)?;
+        let normed = sized(final_normed, rows.len());
+        self.norm.forward(rows, normed);
+        self.lm_head.forward(normed, rows.len() / h, logits)?;
         check_finite(
-            &logits,
+            logits,
             vocab,
             self.layers.len() - 1,
             "logits after the final norm",
             start,
-        )?;
-        Ok(logits)
+        )
     }
 
     /// Replaces the checkpoint's RoPE scaling (`--rope-scaling yarn:4` to extend the context).

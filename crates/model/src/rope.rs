@@ -11,6 +11,7 @@ pub struct RotaryEmbedding {
 }
 
 /// cos and sin of every position of a chunk: `[n, head_dim / 2]` each.
+#[derive(Debug, Clone, Default)]
 pub struct RopeAngles {
     pub half_dim: usize,
     pub cos: Vec<f32>,
@@ -56,17 +57,28 @@ impl RotaryEmbedding {
 
     /// cos/sin for positions `start .. start + n`.
     pub fn angles(&self, start: usize, n: usize) -> RopeAngles {
+        let mut angles = RopeAngles::default();
+        self.angles_into(start, n, &mut angles);
+        angles
+    }
+
+    /// [`angles`](Self::angles) into reused buffers (no allocation once they are large enough).
+    pub fn angles_into(&self, start: usize, n: usize, angles: &mut RopeAngles) {
         let half_dim = self.inv_freq.len();
-        let mut cos = Vec::with_capacity(n * half_dim);
-        let mut sin = Vec::with_capacity(n * half_dim);
+        angles.half_dim = half_dim;
+        angles.cos.clear();
+        angles.sin.clear();
         for position in start..start + n {
             for &f in &self.inv_freq {
                 let angle = position as f64 * f;
-                cos.push((angle.cos() * self.attention_factor) as f32);
-                sin.push((angle.sin() * self.attention_factor) as f32);
+                angles
+                    .cos
+                    .push((angle.cos() * self.attention_factor) as f32);
+                angles
+                    .sin
+                    .push((angle.sin() * self.attention_factor) as f32);
             }
         }
-        RopeAngles { half_dim, cos, sin }
     }
 }
 

@@ -30,6 +30,15 @@ impl WeightFormat {
         }
     }
 
+    /// The checkpoint's own precision where a SIMD kernel takes it as stored (bf16, used in place),
+    /// else the f32 reference: what `--weights auto` picks.
+    pub fn native_to(checkpoint: &Checkpoint) -> WeightFormat {
+        match checkpoint.view("model.layers.0.mlp.down_proj.weight") {
+            Ok(view) if view.dtype == DType::BF16 => WeightFormat::Bf16,
+            _ => WeightFormat::F32,
+        }
+    }
+
     pub fn parse(s: &str) -> Option<WeightFormat> {
         match s {
             "f32" => Some(WeightFormat::F32),
@@ -169,20 +178,81 @@ impl Linear {
         })
     }
 
+    /// The weights as the SIMD kernels take them; `None` for f32, which runs the naive reference.
+    fn simd_matrix(&self) -> Result<Option<WeightMatrix<'_>>> {
+        let (k, m) = (self.in_features, self.out_features);
+        Ok(match &self.weight {
+            WeightData::F32(_) => None,
+            WeightData::Int8(q) => Some(WeightMatrix::int8(q)),
+            other => Some(WeightMatrix::bf16(
+                other.bf16_slice().expect("bf16 storage"),
+                m,
+                k,
+            )?),
+        })
+    }
+
     /// x: `[n, in_features]` -> y: `[n, out_features]`.
     /// `--weights f32` runs the naive reference (the oracle); bf16 and int8 the SIMD kernels.
     pub fn forward(&self, x: &[f32], n: usize, y: &mut [f32]) -> Result<()> {
-        let (k, m) = (self.in_features, self.out_features);
         let bias = self.bias.as_deref();
-        let weights = match &self.weight {
-            WeightData::F32(w) => {
-                reference::matmul_f32(x, w, bias, n, k, m, y);
-                return Ok(());
+        match (&self.weight, self.simd_matrix()?) {
+            (_, Some(weights)) => matmul::matmul(&weights, x, bias, y)?,
+            (WeightData::F32(w), None) => {
+                reference::matmul_f32(x, w, bias, n, self.in_features, self.out_features, y)
             }
-            WeightData::Int8(q) => WeightMatrix::int8(q),
-            other => WeightMatrix::bf16(other.bf16_slice().expect("bf16 storage"), m, k)?,
-        };
-        matmul::matmul(&weights, x, bias, y)?;
+            (_, None) => unreachable!("only f32 weights have no SIMD matrix"),
+        }
+        Ok(())
+    }
+
+    /// Several linears of the same input (q, k, v): one read of x, one parallel pass over all
+    /// their weights. `ys[i]` is `[n, linears[i].out_features]`.
+    pub fn forward_shared_input(
+        linears: &[&Linear],
+        x: &[f32],
+        n: usize,
+        ys: &mut [&mut [f32]],
+    ) -> Result<()> {
+        let matrices = linears
+            .iter()
+            .map(|l| Ok(l.simd_matrix()?.map(|w| (w, l.bias.as_deref()))))
+            .collect::<Result<Option<Vec<_>>>>()?;
+        match matrices {
+            Some(matrices) => matmul::matmul_shared_input(&matrices, x, ys)?,
+            None => {
+                for (linear, y) in linears.iter().zip(ys.iter_mut()) {
+                    linear.forward(x, n, y)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The MLP's first half, `y = silu(x gate^T) * (x up^T)` `[n, out_features]`: fused on the
+    /// SIMD path (both products combined while in cache); the reference computes them apart,
+    /// using `up_scratch`.
+    pub fn gate_up_silu(
+        gate: &Linear,
+        up: &Linear,
+        x: &[f32],
+        n: usize,
+        y: &mut [f32],
+        up_scratch: &mut Vec<f32>,
+    ) -> Result<()> {
+        match (gate.simd_matrix()?, up.simd_matrix()?) {
+            (Some(g), Some(u)) if gate.bias.is_none() && up.bias.is_none() => {
+                matmul::gate_up_silu(&g, &u, x, y)?
+            }
+            _ => {
+                let up_out = crate::scratch::sized(up_scratch, y.len());
+                gate.forward(x, n, y)?;
+                up.forward(x, n, up_out)?;
+                for (g, u) in y.iter_mut().zip(up_out.iter()) {
+                    *g = reference::silu(*g) * u;
+                }
+            }
+        }
         Ok(())
     }
 

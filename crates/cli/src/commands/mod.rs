@@ -3,12 +3,16 @@
 pub mod info;
 pub mod init;
 pub mod logits;
+pub mod progress;
 pub mod ruler;
 pub mod run;
+
+use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 
 use gattn_model::{KvDtype, Qwen3Model, Tokenizer, WeightFormat};
+use gattn_tensor::Checkpoint;
 
 use crate::args::{KvArg, ModelArgs, PromptArgs, WeightsArg};
 
@@ -23,12 +27,18 @@ impl KvArg {
 }
 
 impl WeightsArg {
-    pub fn format(self) -> WeightFormat {
-        match self {
+    /// The format to load the checkpoint in `dir` with (`auto` looks at its weights).
+    pub fn resolve(self, dir: &Path) -> Result<WeightFormat> {
+        Ok(match self {
+            WeightsArg::Auto => {
+                let checkpoint = Checkpoint::open_dir(dir)
+                    .with_context(|| format!("cannot load the model in {}", dir.display()))?;
+                WeightFormat::native_to(&checkpoint)
+            }
             WeightsArg::F32 => WeightFormat::F32,
             WeightsArg::Bf16 => WeightFormat::Bf16,
             WeightsArg::Int8 => WeightFormat::Int8,
-        }
+        })
     }
 }
 
@@ -48,9 +58,14 @@ pub fn init_threads(threads: Option<usize>) -> Result<()> {
 
 pub fn load_model(args: &ModelArgs) -> Result<Qwen3Model> {
     init_threads(args.threads)?;
-    let mut model = Qwen3Model::load(&args.model, args.weights.format())
+    if args.prefill_chunk == 0 {
+        bail!("--prefill-chunk must be at least 1");
+    }
+    let format = args.weights.resolve(&args.model)?;
+    let mut model = Qwen3Model::load(&args.model, format)
         .with_context(|| format!("cannot load the model in {}", args.model.display()))?;
     model.kv_dtype = args.kv.dtype();
+    model.prefill_chunk = args.prefill_chunk;
     Ok(model)
 }
 

@@ -46,7 +46,7 @@ pub struct RulerRunArgs {
     #[arg(short = 'm', long = "model", required = true)]
     pub model: Option<PathBuf>,
     /// How the linear layers hold their weights
-    #[arg(long, value_enum, default_value_t = WeightsArg::F32)]
+    #[arg(long, value_enum, default_value_t = WeightsArg::Auto)]
     pub weights: WeightsArg,
     /// Worker threads (default: all cores)
     #[arg(short = 't', long)]
@@ -145,8 +145,8 @@ fn evaluate(args: RulerRunArgs) -> Result<()> {
     };
     init_threads(args.threads)?;
     let options = RunOptions {
+        weights: args.weights.resolve(&model_dir)?,
         model_dir,
-        weights: args.weights.format(),
         kv: args.kv.dtype(),
         rope_scaling: args.rope_scaling.clone(),
         tasks: TaskName::parse_list(&args.tasks)?,

@@ -1,6 +1,7 @@
 //! `gattn-cpu run`: generate, streaming text (or ids) to stdout and statistics to stderr.
 
 use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, Result, bail};
 
@@ -10,6 +11,7 @@ use gattn_model::{
 };
 
 use crate::args::{OutputArg, RunArgs, TruncateArg};
+use crate::commands::progress::PrefillProgress;
 use crate::commands::{load_model, load_tokenizer, prompt_ids};
 
 pub fn run(args: RunArgs) -> Result<()> {
@@ -26,16 +28,19 @@ pub fn run(args: RunArgs) -> Result<()> {
     }
     fit_prompt(&mut prompt, ctx, args.truncate)?;
     // Everything the run will need, checked before the weights and the cache are allocated.
+    let format = args.model.weights.resolve(&args.model.model)?;
     MemoryPlan::new(
         &config,
-        args.model.weights.format(),
+        format,
         args.model.kv.dtype(),
         ctx,
-        prompt.len(),
+        prompt.len().min(args.model.prefill_chunk),
     )
     .check_fits(available_memory(), ctx)?;
 
     let model = load_model(&args.model)?;
+    let interrupt = stop_on_ctrl_c()?;
+    let mut progress = PrefillProgress::new(prompt.len(), model.prefill_chunk);
     let mut cache = model.new_cache(ctx);
     let mut sampler = Sampler::new(SamplingParams {
         temperature: args.temperature,
@@ -48,10 +53,10 @@ pub fn run(args: RunArgs) -> Result<()> {
     let mut out = stdout.lock();
     let mut text_stream = tokenizer.as_ref().map(TextStream::new);
     let mut first = true;
-    let options = GenerateOptions {
-        max_tokens: args.max_tokens,
-        eos_token_ids: &model.config.eos_token_ids,
-    };
+    let mut options = GenerateOptions::new(args.max_tokens, &model.config.eos_token_ids);
+    options.interrupt = Some(interrupt);
+    let mut on_prefill_chunk = |done: usize, _total: usize| progress.update(done);
+    options.on_prefill_chunk = Some(&mut on_prefill_chunk);
     let result = generate(
         &model,
         &mut cache,
@@ -78,12 +83,13 @@ pub fn run(args: RunArgs) -> Result<()> {
     }
     writeln!(out)?;
     out.flush()?;
+    progress.finish();
     let stats = result?;
     let stop = match stats.stop {
         StopReason::Eos => "end of sequence",
         StopReason::MaxTokens => "--max-tokens reached",
         StopReason::ContextFull => "context full (raise --ctx)",
-        StopReason::Interrupted => "interrupted",
+        StopReason::Interrupted => "interrupted (Ctrl-C)",
     };
     eprintln!(
         "prompt: {} tokens, {:.1} tok/s | generated: {} tokens, {:.2} tok/s | stop: {stop}",
@@ -92,7 +98,24 @@ pub fn run(args: RunArgs) -> Result<()> {
         stats.generated_tokens,
         stats.decode_tokens_per_second(),
     );
+    if stats.stop == StopReason::Interrupted {
+        // What was generated is printed above; the exit status tells scripts it was cut short.
+        std::process::exit(130);
+    }
     Ok(())
+}
+
+/// The first Ctrl-C sets the returned flag: generation stops after the current prefill chunk or
+/// token and what was generated is printed. A second Ctrl-C exits at once.
+fn stop_on_ctrl_c() -> Result<&'static AtomicBool> {
+    static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+    ctrlc::set_handler(|| {
+        if INTERRUPTED.swap(true, Ordering::Relaxed) {
+            std::process::exit(130);
+        }
+    })
+    .context("cannot install the Ctrl-C handler")?;
+    Ok(&INTERRUPTED)
 }
 
 /// A prompt longer than the context is an error unless `--truncate` says which end to drop.

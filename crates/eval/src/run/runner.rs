@@ -399,10 +399,7 @@ impl<'c> Evaluator<'c> {
             &mut cache,
             &ids,
             &mut sampler,
-            GenerateOptions {
-                max_tokens: sample.tokens_to_generate,
-                eos_token_ids: &self.eos_token_ids,
-            },
+            GenerateOptions::new(sample.tokens_to_generate, &self.eos_token_ids),
             |token| {
                 generated.push(token);
                 Ok(true)

@@ -121,10 +121,11 @@ pub fn matmul_at(
     driver::run(level, &[(*w, bias)], x, &mut [y], driver::Epilogue::None)
 }
 
-/// Several projections of the same activations (q, k, v and the attention gate): x is read and
-/// (for int8) quantized once, and all matrices share one parallel pass. `ys[i]` is `[m, ws[i].n()]`.
+/// Several projections of the same activations (q, k, v and the attention gate), each with its
+/// optional bias: x is read and (for int8) quantized once, and all matrices share one parallel
+/// pass. `ys[i]` is `[m, ws[i].0.n()]`.
 pub fn matmul_shared_input(
-    ws: &[WeightMatrix<'_>],
+    ws: &[(WeightMatrix<'_>, Option<&[f32]>)],
     x: &[f32],
     ys: &mut [&mut [f32]],
 ) -> Result<(), MatmulError> {
@@ -133,12 +134,11 @@ pub fn matmul_shared_input(
 
 pub fn matmul_shared_input_at(
     level: SimdLevel,
-    ws: &[WeightMatrix<'_>],
+    ws: &[(WeightMatrix<'_>, Option<&[f32]>)],
     x: &[f32],
     ys: &mut [&mut [f32]],
 ) -> Result<(), MatmulError> {
-    let ws: Vec<_> = ws.iter().map(|w| (*w, None)).collect();
-    driver::run(level, &ws, x, ys, driver::Epilogue::None)
+    driver::run(level, ws, x, ys, driver::Epilogue::None)
 }
 
 /// The MLP's first half: `y = silu(x Wg^T) * (x Wu^T)`, both products computed column block by

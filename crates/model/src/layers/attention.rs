@@ -8,6 +8,7 @@ use crate::error::Result;
 use crate::kv_cache::LayerKvCache;
 use crate::layers::norm::RmsNorm;
 use crate::rope::RopeAngles;
+use crate::scratch::{AttentionScratch, sized};
 use crate::weights::{Linear, WeightFormat};
 
 /// Self-attention with GQA, per-head q/k RMSNorm, RoPE and the paper's optional output gate.
@@ -41,14 +42,6 @@ pub enum LayerProbe<'a> {
     /// Sink share and gate statistics, accumulated by the fused kernel without materializing
     /// probabilities (any prompt length).
     Stats(&'a mut AttentionStats),
-}
-
-/// The queries and gate scores of a chunk, separated from q_proj's interleaved output.
-pub struct SplitQuery {
-    /// `[n, num_heads, head_dim]`
-    pub queries: Vec<f32>,
-    /// `[n, num_heads]` (headwise), `[n, num_heads * head_dim]` (elementwise), empty (baseline).
-    pub gate_scores: Vec<f32>,
 }
 
 impl Attention {
@@ -123,6 +116,7 @@ impl Attention {
         path: AttentionPath,
         out: &mut [f32],
         probe: LayerProbe<'_>,
+        scratch: &mut AttentionScratch,
     ) -> Result<()> {
         let AttentionShape {
             num_heads,
@@ -130,52 +124,54 @@ impl Attention {
             head_dim,
         } = self.shape;
         let q_start = cache.len();
+        let q_dim = num_heads * head_dim;
+        let kv_dim = num_kv_heads * head_dim;
 
-        // 1. Projections: q_proj_out [n, q_rows], k and v [n, num_kv_heads * head_dim].
-        let mut q_proj_out = vec![0.0; n * self.q_proj.out_features];
-        let mut k = vec![0.0; n * num_kv_heads * head_dim];
-        let mut v = vec![0.0; n * num_kv_heads * head_dim];
-        self.q_proj.forward(x, n, &mut q_proj_out)?;
-        self.k_proj.forward(x, n, &mut k)?;
-        self.v_proj.forward(x, n, &mut v)?;
+        // 1. Projections, one read of x: q_proj_out [n, q_rows], keys and values [n, kv_dim].
+        let q_proj_out = sized(&mut scratch.q_proj_out, n * self.q_proj.out_features);
+        let keys = sized(&mut scratch.keys, n * kv_dim);
+        let values = sized(&mut scratch.values, n * kv_dim);
+        Linear::forward_shared_input(
+            &[&self.q_proj, &self.k_proj, &self.v_proj],
+            x,
+            n,
+            &mut [&mut *q_proj_out, &mut *keys, &mut *values],
+        )?;
 
-        // 2. Separate the gate scores from the queries.
-        let SplitQuery {
-            mut queries,
-            gate_scores,
-        } = split_query_and_gate(&q_proj_out, n, self.shape, self.gate);
+        // 2. Separate the gate scores from the queries: [n, q_dim] and [n, num_heads * s].
+        let queries = sized(&mut scratch.queries, n * q_dim);
+        let gate_scores = sized(
+            &mut scratch.gate_scores,
+            n * num_heads * self.gate.scores_per_head(head_dim),
+        );
+        split_query_and_gate(q_proj_out, n, self.shape, self.gate, queries, gate_scores);
 
         // 3. Per-head RMSNorm of queries and keys (never of the gate), then RoPE.
         if let Some(q_norm) = &self.q_norm {
-            q_norm.forward_in_place(&mut queries);
+            q_norm.forward_in_place(queries);
         }
         if let Some(k_norm) = &self.k_norm {
-            k_norm.forward_in_place(&mut k);
+            k_norm.forward_in_place(keys);
         }
         for t in 0..n {
             let (cos, sin) = (rope.cos(t), rope.sin(t));
-            for head in queries[t * num_heads * head_dim..][..num_heads * head_dim]
-                .chunks_exact_mut(head_dim)
-            {
+            for head in queries[t * q_dim..][..q_dim].chunks_exact_mut(head_dim) {
                 reference::apply_rope_rotate_half(head, cos, sin);
             }
-            for head in k[t * num_kv_heads * head_dim..][..num_kv_heads * head_dim]
-                .chunks_exact_mut(head_dim)
-            {
+            for head in keys[t * kv_dim..][..kv_dim].chunks_exact_mut(head_dim) {
                 reference::apply_rope_rotate_half(head, cos, sin);
             }
         }
 
         // 4. Cache K (after RoPE) and V; attend causally over everything cached, then the gate:
         //    attn_h *= sigmoid(gate_h).
-        cache.append(&k, &v, n)?;
-        let kv_len = cache.len();
+        cache.append(keys, values, n)?;
         let gate = match self.gate {
             GateMode::None => GateScores::None,
-            GateMode::Headwise => GateScores::Headwise(&gate_scores),
-            GateMode::Elementwise => GateScores::Elementwise(&gate_scores),
+            GateMode::Headwise => GateScores::Headwise(gate_scores),
+            GateMode::Elementwise => GateScores::Elementwise(gate_scores),
         };
-        let mut attn = vec![0.0; n * num_heads * head_dim];
+        let attn_out = sized(&mut scratch.attn_out, n * q_dim);
         let (probs_out, stats) = match probe {
             LayerProbe::None => (None, None),
             LayerProbe::Maps(maps) => (Some(maps), None),
@@ -186,27 +182,22 @@ impl Attention {
             attention::attend(
                 simd_level(),
                 self.shape,
-                &queries,
+                queries,
                 q_start,
                 n,
                 &cache.storage,
                 gate,
-                &mut attn,
+                attn_out,
                 stats,
             )?;
         } else {
-            let (k_heads, v_heads): (Vec<Vec<f32>>, Vec<Vec<f32>>) =
-                (0..num_kv_heads).map(|j| cache.dequantized_head(j)).unzip();
-            let k_refs: Vec<&[f32]> = k_heads.iter().map(Vec::as_slice).collect();
-            let v_refs: Vec<&[f32]> = v_heads.iter().map(Vec::as_slice).collect();
-            reference::causal_attention(
-                self.shape, &queries, q_start, n, &k_refs, &v_refs, kv_len, &mut attn, probs_out,
+            reference_attention(
+                self.shape, queries, q_start, n, cache, gate, attn_out, probs_out,
             );
-            reference::apply_output_gate(&mut attn, gate, head_dim);
         }
 
-        // 5. o_proj.
-        self.o_proj.forward(&attn, n, out)?;
+        // 5. o_proj: [n, q_dim] -> [n, hidden].
+        self.o_proj.forward(attn_out, n, out)?;
         Ok(())
     }
 
@@ -217,13 +208,16 @@ impl Attention {
 
 /// q_proj's output per token is `num_kv_heads` groups; with `g` query heads per group, each group
 /// holds `g * head_dim` queries followed by `g * s` gate scores (`s` = 0, 1 or head_dim).
-/// Query head `h` is head `h % g` of group `h / g`.
+/// Query head `h` is head `h % g` of group `h / g`. Writes `queries` `[n, num_heads * head_dim]`
+/// and `gate_scores` `[n, num_heads * s]`.
 pub fn split_query_and_gate(
     q_proj_out: &[f32],
     n: usize,
     shape: AttentionShape,
     gate: GateMode,
-) -> SplitQuery {
+    queries: &mut [f32],
+    gate_scores: &mut [f32],
+) {
     let AttentionShape {
         num_heads,
         num_kv_heads,
@@ -233,17 +227,49 @@ pub fn split_query_and_gate(
     let scores_per_head = gate.scores_per_head(head_dim);
     let group_len = g * (head_dim + scores_per_head);
     assert_eq!(q_proj_out.len(), n * num_kv_heads * group_len);
-    let mut queries = Vec::with_capacity(n * num_heads * head_dim);
-    let mut gate_scores = Vec::with_capacity(n * num_heads * scores_per_head);
-    for group in q_proj_out.chunks_exact(group_len) {
-        let (group_queries, group_gates) = group.split_at(g * head_dim);
-        queries.extend_from_slice(group_queries);
-        gate_scores.extend_from_slice(group_gates);
+    assert_eq!(queries.len(), n * num_heads * head_dim);
+    assert_eq!(gate_scores.len(), n * num_heads * scores_per_head);
+    let query_chunks = queries.chunks_exact_mut(g * head_dim);
+    let mut gate_chunks = gate_scores.chunks_exact_mut(g * scores_per_head.max(1));
+    for (group, group_queries) in q_proj_out.chunks_exact(group_len).zip(query_chunks) {
+        let (queries_part, gates_part) = group.split_at(g * head_dim);
+        group_queries.copy_from_slice(queries_part);
+        if scores_per_head > 0 {
+            let group_gates = gate_chunks.next().expect("one gate chunk per group");
+            group_gates.copy_from_slice(gates_part);
+        }
     }
-    SplitQuery {
+}
+
+/// The oracle: softmax materialized over the dequantized cache, then the gate.
+#[allow(clippy::too_many_arguments)]
+fn reference_attention(
+    shape: AttentionShape,
+    queries: &[f32],
+    q_start: usize,
+    n: usize,
+    cache: &LayerKvCache,
+    gate: GateScores<'_>,
+    attn_out: &mut [f32],
+    probs_out: Option<&mut [f32]>,
+) {
+    let (k_heads, v_heads): (Vec<Vec<f32>>, Vec<Vec<f32>>) = (0..shape.num_kv_heads)
+        .map(|j| cache.dequantized_head(j))
+        .unzip();
+    let k_refs: Vec<&[f32]> = k_heads.iter().map(Vec::as_slice).collect();
+    let v_refs: Vec<&[f32]> = v_heads.iter().map(Vec::as_slice).collect();
+    reference::causal_attention(
+        shape,
         queries,
-        gate_scores,
-    }
+        q_start,
+        n,
+        &k_refs,
+        &v_refs,
+        cache.len(),
+        attn_out,
+        probs_out,
+    );
+    reference::apply_output_gate(attn_out, gate, shape.head_dim);
 }
 
 #[cfg(test)]
@@ -259,8 +285,16 @@ mod tests {
             head_dim: 2,
         };
         let row = [0., 0., 1., 1., 10., 11., 2., 2., 3., 3., 12., 13.];
-        let split = split_query_and_gate(&row, 1, shape, GateMode::Headwise);
-        assert_eq!(split.queries, [0., 0., 1., 1., 2., 2., 3., 3.]);
-        assert_eq!(split.gate_scores, [10., 11., 12., 13.]);
+        let (mut queries, mut gate_scores) = ([0.0; 8], [0.0; 4]);
+        split_query_and_gate(
+            &row,
+            1,
+            shape,
+            GateMode::Headwise,
+            &mut queries,
+            &mut gate_scores,
+        );
+        assert_eq!(queries, [0., 0., 1., 1., 2., 2., 3., 3.]);
+        assert_eq!(gate_scores, [10., 11., 12., 13.]);
     }
 }

@@ -6,6 +6,7 @@ use crate::kv_cache::LayerKvCache;
 use crate::layers::attention::{AttentionPath, LayerProbe};
 use crate::layers::{Attention, Mlp, RmsNorm};
 use crate::rope::RopeAngles;
+use crate::scratch::{LayerScratch, sized};
 use crate::weights::WeightFormat;
 
 /// One transformer block: pre-norm attention and pre-norm SwiGLU MLP, each with a residual.
@@ -45,6 +46,7 @@ impl DecoderLayer {
     }
 
     /// hidden: `[n, hidden]`, updated in place.
+    #[allow(clippy::too_many_arguments)]
     pub fn forward(
         &self,
         hidden: &mut [f32],
@@ -53,20 +55,29 @@ impl DecoderLayer {
         cache: &mut LayerKvCache,
         path: AttentionPath,
         probe: LayerProbe<'_>,
+        scratch: &mut LayerScratch,
     ) -> Result<()> {
-        let mut normed = vec![0.0; hidden.len()];
-        let mut residual_update = vec![0.0; hidden.len()];
+        let normed = sized(&mut scratch.normed, hidden.len());
+        let update = sized(&mut scratch.update, hidden.len());
 
         // h = h + Attention(RMSNorm(h))
-        self.input_layernorm.forward(hidden, &mut normed);
-        self.self_attn
-            .forward(&normed, n, rope, cache, path, &mut residual_update, probe)?;
-        add_in_place(hidden, &residual_update);
+        self.input_layernorm.forward(hidden, normed);
+        self.self_attn.forward(
+            normed,
+            n,
+            rope,
+            cache,
+            path,
+            update,
+            probe,
+            &mut scratch.attention,
+        )?;
+        add_in_place(hidden, update);
 
         // h = h + MLP(RMSNorm(h))
-        self.post_attention_layernorm.forward(hidden, &mut normed);
-        self.mlp.forward(&normed, n, &mut residual_update)?;
-        add_in_place(hidden, &residual_update);
+        self.post_attention_layernorm.forward(hidden, normed);
+        self.mlp.forward(normed, n, update, &mut scratch.mlp)?;
+        add_in_place(hidden, update);
         Ok(())
     }
 

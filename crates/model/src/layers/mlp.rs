@@ -1,8 +1,8 @@
-use gattn_kernels::reference::silu;
 use gattn_tensor::Checkpoint;
 
 use crate::config::Qwen3Config;
 use crate::error::Result;
+use crate::scratch::{MlpScratch, sized};
 use crate::weights::{Linear, WeightFormat};
 
 /// SwiGLU feed-forward: `down(silu(gate(x)) * up(x))`.
@@ -50,16 +50,25 @@ impl Mlp {
     }
 
     /// x: `[n, hidden]` -> out: `[n, hidden]`.
-    pub fn forward(&self, x: &[f32], n: usize, out: &mut [f32]) -> Result<()> {
-        let intermediate = self.gate_proj.out_features;
-        let mut gate = vec![0.0; n * intermediate];
-        let mut up = vec![0.0; n * intermediate];
-        self.gate_proj.forward(x, n, &mut gate)?;
-        self.up_proj.forward(x, n, &mut up)?;
-        for (g, u) in gate.iter_mut().zip(&up) {
-            *g = silu(*g) * u;
-        }
-        self.down_proj.forward(&gate, n, out)
+    pub fn forward(
+        &self,
+        x: &[f32],
+        n: usize,
+        out: &mut [f32],
+        scratch: &mut MlpScratch,
+    ) -> Result<()> {
+        // a = silu(gate_proj(x)) * up_proj(x): [n, intermediate]
+        let activation = sized(&mut scratch.activation, n * self.gate_proj.out_features);
+        Linear::gate_up_silu(
+            &self.gate_proj,
+            &self.up_proj,
+            x,
+            n,
+            activation,
+            &mut scratch.up,
+        )?;
+        // out = down_proj(a): [n, hidden]
+        self.down_proj.forward(activation, n, out)
     }
 
     pub fn bytes(&self) -> usize {
