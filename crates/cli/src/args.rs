@@ -58,6 +58,10 @@ pub struct ModelArgs {
     /// Most prompt tokens one forward pass runs (longer prompts are split into chunks)
     #[arg(long, default_value_t = gattn_model::DEFAULT_PREFILL_CHUNK)]
     pub prefill_chunk: usize,
+    /// Override the checkpoint's RoPE scaling: none, linear:FACTOR or yarn:FACTOR[:ORIGINAL]
+    /// (e.g. yarn:4 over 32768 positions for 131072 tokens, as Qwen3's documentation does)
+    #[arg(long, value_name = "SCALING")]
+    pub rope_scaling: Option<String>,
     /// Worker threads (default: all cores)
     #[arg(short = 't', long)]
     pub threads: Option<usize>,

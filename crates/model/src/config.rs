@@ -148,6 +148,16 @@ pub struct Qwen3Config {
 }
 
 impl Qwen3Config {
+    /// Replaces the RoPE scaling; YaRN also extends `max_position_embeddings` to
+    /// `factor x original`, as transformers does.
+    pub fn set_rope_scaling(&mut self, scaling: RopeScaling) {
+        if let RopeScaling::Yarn(y) = &scaling {
+            self.max_position_embeddings =
+                (y.factor * y.original_max_position_embeddings as f64) as usize;
+        }
+        self.rope_scaling = scaling;
+    }
+
     /// Query heads that share one KV head.
     pub fn group_size(&self) -> usize {
         self.num_attention_heads / self.num_key_value_heads

@@ -339,11 +339,7 @@ impl Qwen3Model {
 
     /// Replaces the checkpoint's RoPE scaling (`--rope-scaling yarn:4` to extend the context).
     pub fn set_rope_scaling(&mut self, scaling: RopeScaling) {
-        if let RopeScaling::Yarn(y) = &scaling {
-            self.config.max_position_embeddings =
-                (y.factor * y.original_max_position_embeddings as f64) as usize;
-        }
-        self.config.rope_scaling = scaling;
+        self.config.set_rope_scaling(scaling);
         self.rope = RotaryEmbedding::new(&self.config);
     }
 

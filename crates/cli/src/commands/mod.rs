@@ -11,7 +11,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 
-use gattn_model::{KvDtype, Qwen3Model, Tokenizer, WeightFormat};
+use gattn_model::{KvDtype, Qwen3Config, Qwen3Model, RopeScaling, Tokenizer, WeightFormat};
 use gattn_tensor::Checkpoint;
 
 use crate::args::{KvArg, ModelArgs, PromptArgs, WeightsArg};
@@ -66,7 +66,20 @@ pub fn load_model(args: &ModelArgs) -> Result<Qwen3Model> {
         .with_context(|| format!("cannot load the model in {}", args.model.display()))?;
     model.kv_dtype = args.kv.dtype();
     model.prefill_chunk = args.prefill_chunk;
+    if let Some(scaling) = rope_scaling(args, &model.config)? {
+        model.set_rope_scaling(scaling);
+    }
     Ok(model)
+}
+
+/// `--rope-scaling`, parsed against the checkpoint's config (None: keep the checkpoint's).
+pub fn rope_scaling(args: &ModelArgs, config: &Qwen3Config) -> Result<Option<RopeScaling>> {
+    let Some(text) = &args.rope_scaling else {
+        return Ok(None);
+    };
+    let scaling =
+        RopeScaling::parse_cli(text, config.max_position_embeddings).map_err(anyhow::Error::msg)?;
+    Ok(Some(scaling))
 }
 
 /// The tokenizer if the checkpoint has one (it is optional with `--prompt-ids`).

@@ -12,11 +12,14 @@ use gattn_model::{
 
 use crate::args::{OutputArg, RunArgs, TruncateArg};
 use crate::commands::progress::PrefillProgress;
-use crate::commands::{load_model, load_tokenizer, prompt_ids};
+use crate::commands::{load_model, load_tokenizer, prompt_ids, rope_scaling};
 
 pub fn run(args: RunArgs) -> Result<()> {
-    let config = Qwen3Config::from_dir(&args.model.model)
+    let mut config = Qwen3Config::from_dir(&args.model.model)
         .with_context(|| format!("cannot load the model in {}", args.model.model.display()))?;
+    if let Some(scaling) = rope_scaling(&args.model, &config)? {
+        config.set_rope_scaling(scaling);
+    }
     let tokenizer = load_tokenizer(&args.model)?;
     let mut prompt = prompt_ids(&args.prompt, tokenizer.as_ref())?;
     if args.output == OutputArg::Text && tokenizer.is_none() {
