@@ -175,6 +175,9 @@ pub struct InfoArgs {
     pub kv: KvArg,
     #[arg(short = 't', long)]
     pub threads: Option<usize>,
+    /// Override the checkpoint's RoPE scaling (see `run --help`)
+    #[arg(long, value_name = "SCALING")]
+    pub rope_scaling: Option<String>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]

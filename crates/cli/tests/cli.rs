@@ -318,3 +318,69 @@ fn int8_and_bf16_weights_run_and_are_thread_count_independent() {
         assert_eq!(run("1"), run("2"), "--weights {weights}");
     }
 }
+
+#[test]
+fn long_prompts_run_in_chunks_with_the_same_greedy_output() {
+    let dir = init_tiny("headwise");
+    let model = dir.path().to_str().unwrap();
+    let prompt: Vec<String> = (0..40).map(|i| ((i * 7) % 500).to_string()).collect();
+    let prompt = prompt.join(",");
+    let run = |chunk: &str| {
+        let o = gattn_cpu(&[
+            "run",
+            "-m",
+            model,
+            "--prompt-ids",
+            &prompt,
+            "-n",
+            "6",
+            "--temperature",
+            "0",
+            "--output",
+            "ids",
+            "--weights",
+            "bf16",
+            "--kv",
+            "f32",
+            "--prefill-chunk",
+            chunk,
+        ]);
+        expect_exit(&o, 0);
+        stdout(&o)
+    };
+    assert_eq!(run("7"), run("512"));
+    let o = gattn_cpu(&[
+        "run",
+        "-m",
+        model,
+        "--prompt-ids",
+        "1,2",
+        "--prefill-chunk",
+        "0",
+    ]);
+    expect_exit(&o, 1);
+    assert!(stderr(&o).contains("--prefill-chunk"), "{}", stderr(&o));
+}
+
+#[test]
+fn rope_scaling_extends_the_default_context_and_bad_values_are_refused() {
+    let dir = init_tiny("none");
+    let model = dir.path().to_str().unwrap();
+    // The tiny preset holds 4096 positions; yarn:2 makes the default --ctx 8192.
+    let o = gattn_cpu(&["info", "-m", model, "--rope-scaling", "yarn:2"]);
+    expect_exit(&o, 0);
+    assert!(stdout(&o).contains("yarn x2 over 4096"), "{}", stdout(&o));
+    let o = gattn_cpu(&[
+        "run",
+        "-m",
+        model,
+        "--prompt-ids",
+        "1,2",
+        "-n",
+        "2",
+        "--rope-scaling",
+        "yarn:0.5",
+    ]);
+    expect_exit(&o, 1);
+    assert!(stderr(&o).contains("yarn:0.5"), "{}", stderr(&o));
+}

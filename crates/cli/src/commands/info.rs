@@ -6,7 +6,7 @@ use gattn_kernels::dispatch::{cpu_features, dispatch_choice};
 use gattn_model::{KvCache, MemoryPlan, RopeScaling, available_memory};
 
 use crate::args::InfoArgs;
-use crate::commands::init_threads;
+use crate::commands::{init_threads, rope_scaling};
 
 pub fn run(args: InfoArgs) -> Result<()> {
     init_threads(args.threads)?;
@@ -22,7 +22,10 @@ pub fn run(args: InfoArgs) -> Result<()> {
     let Some(dir) = &args.model else {
         return Ok(());
     };
-    let model = gattn_model::Qwen3Model::load(dir, args.weights.resolve(dir)?)?;
+    let mut model = gattn_model::Qwen3Model::load(dir, args.weights.resolve(dir)?)?;
+    if let Some(scaling) = rope_scaling(args.rope_scaling.as_deref(), &model.config)? {
+        model.set_rope_scaling(scaling);
+    }
     let config = &model.config;
     let ctx = args.ctx.unwrap_or(config.max_position_embeddings);
     println!("model:     {}", dir.display());

@@ -66,15 +66,15 @@ pub fn load_model(args: &ModelArgs) -> Result<Qwen3Model> {
         .with_context(|| format!("cannot load the model in {}", args.model.display()))?;
     model.kv_dtype = args.kv.dtype();
     model.prefill_chunk = args.prefill_chunk;
-    if let Some(scaling) = rope_scaling(args, &model.config)? {
+    if let Some(scaling) = rope_scaling(args.rope_scaling.as_deref(), &model.config)? {
         model.set_rope_scaling(scaling);
     }
     Ok(model)
 }
 
 /// `--rope-scaling`, parsed against the checkpoint's config (None: keep the checkpoint's).
-pub fn rope_scaling(args: &ModelArgs, config: &Qwen3Config) -> Result<Option<RopeScaling>> {
-    let Some(text) = &args.rope_scaling else {
+pub fn rope_scaling(text: Option<&str>, config: &Qwen3Config) -> Result<Option<RopeScaling>> {
+    let Some(text) = text else {
         return Ok(None);
     };
     let scaling =

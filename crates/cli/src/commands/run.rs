@@ -17,7 +17,7 @@ use crate::commands::{load_model, load_tokenizer, prompt_ids, rope_scaling};
 pub fn run(args: RunArgs) -> Result<()> {
     let mut config = Qwen3Config::from_dir(&args.model.model)
         .with_context(|| format!("cannot load the model in {}", args.model.model.display()))?;
-    if let Some(scaling) = rope_scaling(&args.model, &config)? {
+    if let Some(scaling) = rope_scaling(args.model.rope_scaling.as_deref(), &config)? {
         config.set_rope_scaling(scaling);
     }
     let tokenizer = load_tokenizer(&args.model)?;
