@@ -6,7 +6,9 @@ use gattn_kernels::matmul::{self, Q8Matrix, WeightMatrix};
 use gattn_kernels::reference;
 use gattn_tensor::{Checkpoint, DType, MappedTensor, bf16};
 
+use crate::config::Qwen3Config;
 use crate::error::{ModelError, Result};
+use crate::q8_checkpoint::{self, MappedQ8};
 
 /// How the linear layers hold their weights.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,8 +18,8 @@ pub enum WeightFormat {
     /// bf16 as stored (memory-mapped, no copy) when the checkpoint is bf16; converted otherwise.
     /// Runs the SIMD matmul kernels.
     Bf16,
-    /// Symmetric int8 in blocks of 32 along the input, quantized at load (embeddings stay bf16).
-    /// Runs the SIMD (VNNI) kernels.
+    /// Symmetric int8 in blocks of 32 along the input, quantized at load (embeddings stay bf16),
+    /// or used in place from an int8 checkpoint (`gattn-cpu quantize`). Runs the SIMD (VNNI) kernels.
     Int8,
 }
 
@@ -38,6 +40,16 @@ impl WeightFormat {
             _ => None,
         }
     }
+
+    /// What a model loads with when no format is asked for: the stored int8 of a quantized
+    /// checkpoint, else the f32 reference.
+    pub fn default_for(config: &Qwen3Config) -> WeightFormat {
+        if config.quantized_int8 {
+            WeightFormat::Int8
+        } else {
+            WeightFormat::F32
+        }
+    }
 }
 
 /// A `[rows, cols]` row-major weight matrix, shared cheaply (a tied lm_head is the embedding).
@@ -49,6 +61,8 @@ pub enum WeightData {
     Bf16Owned(Arc<Vec<bf16>>),
     /// Quantized at load; row lookups (embeddings) are not supported on it.
     Int8(Arc<Q8Matrix<'static>>),
+    /// Stored int8 (an int8 checkpoint), used in place from the memory map.
+    Int8Mapped(Arc<MappedQ8>),
 }
 
 impl WeightData {
@@ -58,18 +72,19 @@ impl WeightData {
             WeightData::Bf16Mapped(m) => m.bytes().len(),
             WeightData::Bf16Owned(w) => w.len() * 2,
             WeightData::Int8(q) => q.bytes(),
+            WeightData::Int8Mapped(q) => q.bytes(),
         }
     }
 
     pub fn is_mapped(&self) -> bool {
-        matches!(self, WeightData::Bf16Mapped(_))
+        matches!(self, WeightData::Bf16Mapped(_) | WeightData::Int8Mapped(_))
     }
 
     fn bf16_slice(&self) -> Option<&[bf16]> {
         match self {
             WeightData::Bf16Mapped(m) => m.as_bf16_slice(),
             WeightData::Bf16Owned(w) => Some(w),
-            WeightData::F32(_) | WeightData::Int8(_) => None,
+            WeightData::F32(_) | WeightData::Int8(_) | WeightData::Int8Mapped(_) => None,
         }
     }
 
@@ -77,7 +92,9 @@ impl WeightData {
     pub fn row_f32(&self, r: usize, cols: usize, out: &mut [f32]) {
         match self {
             WeightData::F32(w) => out.copy_from_slice(&w[r * cols..][..cols]),
-            WeightData::Int8(_) => unreachable!("embeddings are never held as int8"),
+            WeightData::Int8(_) | WeightData::Int8Mapped(_) => {
+                unreachable!("embeddings are never held as int8")
+            }
             _ => {
                 let w = self.bf16_slice().expect("bf16 storage");
                 for (o, v) in out.iter_mut().zip(&w[r * cols..][..cols]) {
@@ -89,12 +106,22 @@ impl WeightData {
 }
 
 /// Loads tensor `name`, checks it is `[rows, cols]` (or `[rows]` if `cols` is None), in `format`.
+/// In an int8 checkpoint, `Int8` reads the stored parts of `name` in place (see `q8_checkpoint`).
 pub fn load_matrix(
     checkpoint: &Checkpoint,
     name: &str,
     shape: &[usize],
     format: WeightFormat,
 ) -> Result<WeightData> {
+    if format == WeightFormat::Int8
+        && checkpoint
+            .metadata()
+            .contains_key(q8_checkpoint::FORMAT_KEY)
+    {
+        let (rows, cols) = (shape[0], shape.get(1).copied().unwrap_or(1));
+        let mapped = MappedQ8::load(checkpoint, name, rows, cols)?;
+        return Ok(WeightData::Int8Mapped(Arc::new(mapped)));
+    }
     let view = checkpoint.view(name)?;
     view.expect_shape(shape)?;
     Ok(match format {
@@ -180,6 +207,11 @@ impl Linear {
                 return Ok(());
             }
             WeightData::Int8(q) => WeightMatrix::int8(q),
+            WeightData::Int8Mapped(q) => {
+                let q = q.matrix()?;
+                matmul::matmul(&WeightMatrix::int8(&q), x, bias, y)?;
+                return Ok(());
+            }
             other => WeightMatrix::bf16(other.bf16_slice().expect("bf16 storage"), m, k)?,
         };
         matmul::matmul(&weights, x, bias, y)?;

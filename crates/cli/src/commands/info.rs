@@ -5,7 +5,7 @@ use anyhow::Result;
 use gattn_kernels::dispatch::{cpu_features, dispatch_choice};
 use gattn_model::{KvCache, MemoryPlan, RopeScaling, available_memory};
 
-use crate::args::InfoArgs;
+use crate::args::{InfoArgs, WeightsArg};
 use crate::commands::init_threads;
 
 pub fn run(args: InfoArgs) -> Result<()> {
@@ -22,7 +22,7 @@ pub fn run(args: InfoArgs) -> Result<()> {
     let Some(dir) = &args.model else {
         return Ok(());
     };
-    let model = gattn_model::Qwen3Model::load(dir, args.weights.format())?;
+    let model = gattn_model::Qwen3Model::load_as(dir, args.weights.map(WeightsArg::format))?;
     let config = &model.config;
     let ctx = args.ctx.unwrap_or(config.max_position_embeddings);
     println!("model:     {}", dir.display());
@@ -68,7 +68,7 @@ pub fn run(args: InfoArgs) -> Result<()> {
         kv.name(),
         gattn_model::kv_cache::GROWTH_CHUNK_TOKENS
     );
-    let plan = MemoryPlan::new(config, args.weights.format(), kv, ctx, 512);
+    let plan = MemoryPlan::new(config, model.format, kv, ctx, 512);
     let available = available_memory().map_or("unknown".to_string(), gib);
     println!(
         "memory:    {} needed, {available} available",

@@ -3,12 +3,13 @@
 pub mod info;
 pub mod init;
 pub mod logits;
+pub mod quantize;
 pub mod ruler;
 pub mod run;
 
 use anyhow::{Context, Result, bail};
 
-use gattn_model::{KvDtype, Qwen3Model, Tokenizer, WeightFormat};
+use gattn_model::{KvDtype, Qwen3Config, Qwen3Model, Tokenizer, WeightFormat};
 
 use crate::args::{KvArg, ModelArgs, PromptArgs, WeightsArg};
 
@@ -32,6 +33,11 @@ impl WeightsArg {
     }
 }
 
+/// `--weights` if given, else the checkpoint's own format (int8 for an int8 checkpoint, else f32).
+pub fn weight_format(arg: Option<WeightsArg>, config: &Qwen3Config) -> WeightFormat {
+    arg.map_or_else(|| WeightFormat::default_for(config), WeightsArg::format)
+}
+
 /// Builds the global rayon pool once, with `threads` workers (default: all cores).
 pub fn init_threads(threads: Option<usize>) -> Result<()> {
     let mut builder = rayon::ThreadPoolBuilder::new();
@@ -48,7 +54,7 @@ pub fn init_threads(threads: Option<usize>) -> Result<()> {
 
 pub fn load_model(args: &ModelArgs) -> Result<Qwen3Model> {
     init_threads(args.threads)?;
-    let mut model = Qwen3Model::load(&args.model, args.weights.format())
+    let mut model = Qwen3Model::load_as(&args.model, args.weights.map(WeightsArg::format))
         .with_context(|| format!("cannot load the model in {}", args.model.display()))?;
     model.kv_dtype = args.kv.dtype();
     Ok(model)

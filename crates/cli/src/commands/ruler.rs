@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 
 use gattn_eval::TaskName;
@@ -11,9 +11,10 @@ use gattn_eval::run::{
     LabelledRun, RESULTS_FILE, RunOptions, Shard, compare_runs, default_label, length_label,
     merge_runs, run_ruler,
 };
+use gattn_model::Qwen3Config;
 
 use crate::args::{KvArg, WeightsArg};
-use crate::commands::init_threads;
+use crate::commands::{init_threads, weight_format};
 
 /// `gattn-cpu ruler [OPTIONS] --model DIR --out DIR`, or `gattn-cpu ruler merge|compare ...`.
 #[derive(Args)]
@@ -45,9 +46,9 @@ pub struct RulerRunArgs {
     /// Checkpoint directory (config.json, model.safetensors or shards, tokenizer.json)
     #[arg(short = 'm', long = "model", required = true)]
     pub model: Option<PathBuf>,
-    /// How the linear layers hold their weights
-    #[arg(long, value_enum, default_value_t = WeightsArg::F32)]
-    pub weights: WeightsArg,
+    /// How the linear layers hold their weights (default: int8 for an int8 checkpoint, else f32)
+    #[arg(long, value_enum)]
+    pub weights: Option<WeightsArg>,
     /// Worker threads (default: all cores)
     #[arg(short = 't', long)]
     pub threads: Option<usize>,
@@ -144,9 +145,11 @@ fn evaluate(args: RulerRunArgs) -> Result<()> {
         bail!("give --model DIR and --out DIR to run, or a subcommand (merge, compare)");
     };
     init_threads(args.threads)?;
+    let config = Qwen3Config::from_dir(&model_dir)
+        .with_context(|| format!("cannot load the model in {}", model_dir.display()))?;
     let options = RunOptions {
         model_dir,
-        weights: args.weights.format(),
+        weights: weight_format(args.weights, &config),
         kv: args.kv.dtype(),
         rope_scaling: args.rope_scaling.clone(),
         tasks: TaskName::parse_list(&args.tasks)?,

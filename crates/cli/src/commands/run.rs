@@ -10,7 +10,7 @@ use gattn_model::{
 };
 
 use crate::args::{OutputArg, RunArgs, TruncateArg};
-use crate::commands::{load_model, load_tokenizer, prompt_ids};
+use crate::commands::{load_model, load_tokenizer, prompt_ids, weight_format};
 
 pub fn run(args: RunArgs) -> Result<()> {
     let config = Qwen3Config::from_dir(&args.model.model)
@@ -28,7 +28,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     // Everything the run will need, checked before the weights and the cache are allocated.
     MemoryPlan::new(
         &config,
-        args.model.weights.format(),
+        weight_format(args.model.weights, &config),
         args.model.kv.dtype(),
         ctx,
         prompt.len(),
