@@ -3,6 +3,7 @@
 
 Safetensors seeds keep each fixture's header (names, dtypes, __metadata__) but cut every tensor
 down to at most 2 elements per dimension, so the seeds stay a few KB yet are valid files.
+The int8_checkpoint seed is not made here: it needs `gattn-cpu quantize`, see fuzz/README.md.
 """
 import json, pathlib, struct
 

@@ -17,7 +17,7 @@ fn every_gate_and_dtype_loads_back_with_the_right_shapes() {
             write_random_checkpoint(dir.path(), &config, dtype, 7).unwrap();
             assert_eq!(Qwen3Config::from_dir(dir.path()).unwrap(), config);
             let checkpoint = Checkpoint::open_dir(dir.path()).unwrap();
-            for spec in tensor_specs(&config) {
+            for spec in tensor_specs(&config, dtype) {
                 let view = checkpoint.view(&spec.name).unwrap();
                 assert_eq!(view.shape, spec.shape, "{}", spec.name);
                 assert_eq!(view.dtype, dtype);

@@ -1,10 +1,20 @@
 //! Checks shared by the fuzz targets. Each one panics only when the library under test broke a
 //! promise (a panic inside the library, an error that does not name the file, a view whose size
 //! disagrees with its dtype and shape); a clean error is the expected outcome for bad input.
+//!
+//! The workspace test `tests/fuzz_corpus.rs` includes this file and replays every committed seed
+//! through these functions, so `cargo test --workspace` runs them without libFuzzer.
 
-use std::path::Path;
+use std::path::{Component, Path};
+use std::sync::OnceLock;
 
-use gattn_tensor::{DType, SafetensorsFile};
+use gattn_model::init::Preset;
+use gattn_model::init::byte_tokenizer::{VOCAB_SIZE, tokenizer_json};
+use gattn_model::{
+    GateMode, LogitsFor, Qwen3Config, Qwen3Model, TextStream, Tokenizer, WeightFormat,
+};
+use gattn_tensor::{Checkpoint, DType, SafetensorsFile};
+use unicode_normalization::UnicodeNormalization;
 
 /// The name error messages must carry.
 pub const SAFETENSORS_NAME: &str = "fuzz-input.safetensors";
@@ -45,12 +55,16 @@ fn check_tensor(file: &SafetensorsFile, name: &str) {
     other.push(1);
     let e = view.expect_shape(&other).unwrap_err();
     assert_names(&e, name);
-    view.expect_dtype(view.dtype).expect("a view has its own dtype");
+    view.expect_dtype(view.dtype)
+        .expect("a view has its own dtype");
 
     match view.to_f32_vec() {
         Ok(values) => assert_eq!(values.len(), numel),
         Err(e) => {
-            assert_eq!(view.dtype, DType::I8, "only I8 refuses to_f32_vec");
+            assert!(
+                matches!(view.dtype, DType::I8 | DType::U8),
+                "only I8 and U8 refuse to_f32_vec"
+            );
             assert_names(&e, name);
         }
     }
@@ -64,19 +78,29 @@ fn check_tensor(file: &SafetensorsFile, name: &str) {
         assert_eq!(s.len(), numel);
     }
 
-    let mapped = file.mapped(name).expect("a listed name has a mapped handle");
+    let mapped = file
+        .mapped(name)
+        .expect("a listed name has a mapped handle");
     assert_eq!(mapped.bytes(), view.bytes);
-    assert_eq!(mapped.as_bf16_slice().is_some(), view.as_bf16_slice().is_some());
-    assert_eq!(mapped.as_f32_slice().is_some(), view.as_f32_slice().is_some());
+    assert_eq!(
+        mapped.as_bf16_slice().is_some(),
+        view.as_bf16_slice().is_some()
+    );
+    assert_eq!(
+        mapped.as_f32_slice().is_some(),
+        view.as_f32_slice().is_some()
+    );
     assert_eq!(mapped.as_i8_slice().is_some(), view.as_i8_slice().is_some());
 }
 
 /// Every error must say which file (or tensor) it is about.
 pub fn assert_names(error: &dyn std::fmt::Display, what: &str) {
     let message = error.to_string();
-    assert!(message.contains(what), "error `{message}` does not name `{what}`");
+    assert!(
+        message.contains(what),
+        "error `{message}` does not name `{what}`"
+    );
 }
-
 
 /// The path config errors must name.
 pub const CONFIG_PATH: &str = "fuzz/config.json";
@@ -101,5 +125,128 @@ pub fn check_config(text: &str) {
         let _ = rope.attention_factor();
         let angles = rope.angles(0, 2);
         assert_eq!(angles.cos.len(), config.head_dim);
+    }
+}
+
+/// The path shard index errors must name.
+pub const INDEX_PATH: &str = "fuzz/model.safetensors.index.json";
+
+/// Arbitrary text as model.safetensors.index.json: an accepted index must only name plain files
+/// inside the checkpoint directory.
+pub fn check_shard_index(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let index = match gattn_tensor::parse_shard_index(Path::new(INDEX_PATH), text) {
+        Ok(index) => index,
+        Err(e) => {
+            assert_names(&e, "model.safetensors.index.json");
+            return;
+        }
+    };
+    assert!(!index.shards.is_empty());
+    assert!(
+        index.shards.windows(2).all(|w| w[0] < w[1]),
+        "sorted and distinct"
+    );
+    for shard in &index.shards {
+        let inside = Path::new(shard)
+            .components()
+            .all(|c| matches!(c, Component::Normal(_)));
+        assert!(
+            inside && !shard.is_empty(),
+            "shard `{shard}` escapes the directory"
+        );
+        let joined = Path::new("/checkpoint").join(shard);
+        assert!(joined.starts_with("/checkpoint"));
+    }
+    for shard in index.weight_map.values() {
+        assert!(index.shards.binary_search(shard).is_ok());
+    }
+}
+
+fn byte_tokenizer() -> &'static Tokenizer {
+    static TOKENIZER: OnceLock<Tokenizer> = OnceLock::new();
+    TOKENIZER.get_or_init(|| {
+        // Tokenizer reads only files: write the JSON once per process.
+        let path =
+            std::env::temp_dir().join(format!("gattn-fuzz-tokenizer-{}.json", std::process::id()));
+        std::fs::write(&path, tokenizer_json().to_string()).expect("temp dir is writable");
+        let tokenizer = Tokenizer::from_file(&path).expect("the byte tokenizer loads");
+        let _ = std::fs::remove_file(&path);
+        tokenizer
+    })
+}
+
+/// Arbitrary bytes as a prompt (lossy UTF-8) through the byte-level tokenizer: ids in range,
+/// `decode(encode(s)) == NFC(s)`, streaming decode equals full decode, decoding arbitrary
+/// in-range ids does not panic.
+pub fn check_tokenizer_prompt(data: &[u8]) {
+    let tokenizer = byte_tokenizer();
+    let text = String::from_utf8_lossy(data);
+    let ids = match tokenizer.encode(&text) {
+        Ok(ids) => ids,
+        Err(e) => panic!("encoding a string failed: {e}"),
+    };
+    assert!(ids.iter().all(|&id| (id as usize) < VOCAB_SIZE));
+    let decoded = tokenizer.decode(&ids).expect("ids from encode decode");
+    let normalized: String = text.nfc().collect();
+    assert_eq!(decoded, normalized, "decode(encode(text)) is not NFC(text)");
+
+    let mut stream = TextStream::new(tokenizer);
+    let mut streamed = String::new();
+    for &id in &ids {
+        streamed.push_str(&stream.push(id).expect("a valid id streams"));
+    }
+    streamed.push_str(&stream.finish().expect("finish"));
+    assert_eq!(
+        streamed, decoded,
+        "streamed text differs from the full decode"
+    );
+
+    // Ids straight from the fuzzer (in range): decode must not panic.
+    let raw_ids: Vec<u32> = data
+        .iter()
+        .map(|&b| u32::from(b) % VOCAB_SIZE as u32)
+        .collect();
+    let _ = tokenizer.decode(&raw_ids);
+}
+
+/// The directory int8 checkpoint errors must name.
+pub const INT8_DIR: &str = "fuzz-int8";
+
+/// The config the int8 seed was quantized from (`gattn-cpu init --preset tiny`, no gate) with
+/// `gattn_quantization` set, as `gattn-cpu quantize` writes it.
+pub fn int8_config() -> Qwen3Config {
+    Qwen3Config {
+        quantized_int8: true,
+        ..Preset::Tiny.config(GateMode::None)
+    }
+}
+
+/// Arbitrary bytes as the model.safetensors of an int8 checkpoint (`gattn-cpu quantize`),
+/// loaded as the model does (`--weights int8`): a refusal must name the checkpoint; an accepted
+/// file must run a forward pass without a panic (its result may still be a clean error).
+pub fn check_int8_checkpoint(bytes: Vec<u8>) {
+    let dir = Path::new(INT8_DIR);
+    let file = match SafetensorsFile::from_bytes(&dir.join("model.safetensors"), bytes) {
+        Ok(file) => file,
+        Err(e) => {
+            assert_names(&e, INT8_DIR);
+            return;
+        }
+    };
+    let checkpoint = Checkpoint::from_file(dir, file).expect("one file has no duplicate names");
+    let model = match Qwen3Model::from_checkpoint(int8_config(), &checkpoint, WeightFormat::Int8) {
+        Ok(model) => model,
+        Err(e) => {
+            assert_names(&e, INT8_DIR);
+            return;
+        }
+    };
+    let prompt = [1, 300, 7];
+    let mut cache = model.new_cache(prompt.len());
+    if let Ok(logits) = model.forward(&prompt, &mut cache, LogitsFor::All) {
+        assert_eq!(logits.len(), prompt.len() * model.config.vocab_size);
     }
 }

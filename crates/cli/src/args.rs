@@ -44,6 +44,22 @@ pub enum Command {
         gattn-cpu ruler compare out/base out/headwise out/elementwise --out out/compare"
     )]
     Ruler(crate::commands::ruler::RulerArgs),
+    /// Write an int8 copy of a checkpoint that loads by mmap with no re-quantizing
+    #[command(
+        after_help = "Example:\n  gattn-cpu quantize -m models/qwen3-1.7b -o models/qwen3-1.7b-int8\n  \
+        gattn-cpu run -m models/qwen3-1.7b-int8 -p \"The gate\" -n 32"
+    )]
+    Quantize(QuantizeArgs),
+}
+
+#[derive(Args)]
+pub struct QuantizeArgs {
+    /// Checkpoint directory to quantize (bf16, f16 or f32; single file or shards)
+    #[arg(short = 'm', long = "model")]
+    pub model: PathBuf,
+    /// Output directory (created; must not exist or be empty)
+    #[arg(short = 'o', long)]
+    pub out: PathBuf,
 }
 
 #[derive(Args)]
@@ -188,7 +204,7 @@ pub enum WeightsArg {
     F32,
     /// bf16 weights (used in place when the checkpoint is bf16), SIMD kernels
     Bf16,
-    /// int8 blocks of 32 quantized at load, SIMD (VNNI) kernels
+    /// int8 blocks of 32 (quantized at load, or as stored by `quantize`), SIMD (VNNI) kernels
     Int8,
 }
 

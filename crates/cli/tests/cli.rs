@@ -165,7 +165,7 @@ fn info_describes_the_machine_and_the_model() {
 
 #[test]
 fn every_subcommand_has_help_with_an_example() {
-    for sub in ["run", "logits", "init", "info"] {
+    for sub in ["run", "logits", "init", "info", "quantize"] {
         let o = gattn_cpu(&[sub, "--help"]);
         expect_exit(&o, 0);
         assert!(
@@ -383,4 +383,65 @@ fn rope_scaling_extends_the_default_context_and_bad_values_are_refused() {
     ]);
     expect_exit(&o, 1);
     assert!(stderr(&o).contains("yarn:0.5"), "{}", stderr(&o));
+}
+
+#[test]
+fn quantize_writes_a_checkpoint_that_runs_as_int8_at_load() {
+    let dir = init_tiny("headwise");
+    let model = dir.path().to_str().unwrap();
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = out_dir.path().join("int8");
+    let out = out.to_str().unwrap();
+    let o = gattn_cpu(&["quantize", "-m", model, "-o", out]);
+    expect_exit(&o, 0);
+    assert!(stderr(&o).contains("int8 matrices"), "{}", stderr(&o));
+    let run = |model: &str, weights: &[&str]| {
+        let mut args = vec![
+            "run",
+            "-m",
+            model,
+            "-p",
+            "Gated",
+            "-n",
+            "8",
+            "--temperature",
+            "0",
+            "--output",
+            "ids",
+        ];
+        args.extend_from_slice(weights);
+        let o = gattn_cpu(&args);
+        expect_exit(&o, 0);
+        stdout(&o).trim().to_string()
+    };
+    // No --weights: an int8 checkpoint runs as int8, the same tokens as quantizing at load.
+    assert_eq!(run(out, &[]), run(model, &["--weights", "int8"]));
+    let o = gattn_cpu(&["run", "-m", out, "-p", "x", "--weights", "bf16"]);
+    expect_exit(&o, 1);
+    assert!(
+        stderr(&o).contains("model.safetensors") && stderr(&o).contains("int8"),
+        "{}",
+        stderr(&o)
+    );
+    // Writing into a non-empty directory is refused, naming it.
+    let o = gattn_cpu(&["quantize", "-m", model, "-o", out]);
+    expect_exit(&o, 1);
+    assert!(stderr(&o).contains("not empty"), "{}", stderr(&o));
+}
+
+#[test]
+fn quantize_refuses_a_bad_model_dir() {
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = out_dir.path().join("int8");
+    let o = gattn_cpu(&[
+        "quantize",
+        "-m",
+        "/nonexistent/model",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    expect_exit(&o, 1);
+    assert!(stderr(&o).contains("/nonexistent/model"), "{}", stderr(&o));
+    assert!(!out.exists(), "nothing is written for a bad --model");
+    expect_exit(&gattn_cpu(&["quantize", "-m", "/nonexistent/model"]), 2); // no --out
 }

@@ -145,7 +145,13 @@ pub struct Qwen3Config {
     pub gate: GateMode,
     pub bos_token_id: Option<u32>,
     pub eos_token_ids: Vec<u32>,
+    /// `gattn_quantization` is present (written by `gattn-cpu quantize`): the linear weights are
+    /// stored int8 in the layout [`gattn_kernels::matmul::Q8_FORMAT`] names.
+    pub quantized_int8: bool,
 }
+
+/// The `gattn_quantization` object `gattn-cpu quantize` adds to config.json.
+pub const QUANTIZATION_KEY: &str = "gattn_quantization";
 
 impl Qwen3Config {
     /// Replaces the RoPE scaling; YaRN also extends `max_position_embeddings` to
@@ -365,6 +371,7 @@ impl Qwen3Config {
                 .token_ids("bos_token_id")?
                 .and_then(|ids| ids.first().copied()),
             eos_token_ids: f.token_ids("eos_token_id")?.unwrap_or_default(),
+            quantized_int8: parse_quantization(path, &f)?,
         };
         let parameters = config.parameter_count_wide();
         if parameters > u128::from(MAX_PARAMETERS) {
@@ -373,6 +380,31 @@ impl Qwen3Config {
             )));
         }
         Ok(config)
+    }
+}
+
+/// `gattn_quantization`: absent (weights as stored) or `{"format": Q8_FORMAT, "block": 32}`.
+/// Any other format or block size is refused: this build could not read the weights.
+fn parse_quantization(path: &Path, top: &Fields<'_>) -> Result<bool> {
+    use gattn_kernels::matmul::{Q8_FORMAT, int8::layout::BLOCK};
+    let Some(object) = top.object(QUANTIZATION_KEY)? else {
+        return Ok(false);
+    };
+    let q = Fields::new(path, object).prefixed(QUANTIZATION_KEY);
+    match q.string("format")? {
+        Some(format) if format == Q8_FORMAT => {}
+        Some(other) => {
+            return Err(q.error(
+                "format",
+                format!("is \"{other}\"; this build reads only \"{Q8_FORMAT}\""),
+            ));
+        }
+        None => return Err(q.error("format", format!("is missing (expected \"{Q8_FORMAT}\")"))),
+    }
+    match q.positive("block")? {
+        Some(BLOCK) => Ok(true),
+        Some(other) => Err(q.error("block", format!("is {other}, expected {BLOCK}"))),
+        None => Err(q.error("block", format!("is missing (expected {BLOCK})"))),
     }
 }
 

@@ -20,6 +20,8 @@ pub enum ModelError {
         field: String,
         reason: String,
     },
+    #[error("{path}: int8 checkpoint: {reason}")]
+    Int8Checkpoint { path: PathBuf, reason: String },
     #[error("{path}: unsupported: {reason}")]
     Unsupported { path: PathBuf, reason: String },
     #[error(transparent)]

@@ -9,6 +9,8 @@ pub mod kv_cache;
 pub mod layers;
 pub mod memory;
 pub mod model;
+pub mod q8_checkpoint;
+pub mod quantize;
 pub mod rope;
 pub mod sampling;
 pub mod scratch;

@@ -9,6 +9,7 @@ use crate::error::{ModelError, Result};
 use crate::kv_cache::KvCache;
 use crate::layers::attention::{AttentionPath, LayerProbe};
 use crate::layers::{DecoderLayer, Embedding, RmsNorm};
+use crate::q8_checkpoint;
 use crate::rope::RotaryEmbedding;
 use crate::scratch::{ForwardScratch, sized};
 use crate::weights::{Linear, WeightFormat, load_matrix};
@@ -74,8 +75,15 @@ pub struct Qwen3Model {
 impl Qwen3Model {
     /// Loads `dir/config.json` and the safetensors weights beside it.
     pub fn load(dir: &Path, format: WeightFormat) -> Result<Qwen3Model> {
+        Self::load_as(dir, Some(format))
+    }
+
+    /// As [`load`](Self::load); with `None`, in the checkpoint's own format
+    /// ([`WeightFormat::native_to`]: int8 for an int8 checkpoint, bf16 for bf16, else f32).
+    pub fn load_as(dir: &Path, format: Option<WeightFormat>) -> Result<Qwen3Model> {
         let config = Qwen3Config::from_dir(dir)?;
         let checkpoint = Checkpoint::open_dir(dir)?;
+        let format = format.unwrap_or_else(|| WeightFormat::native_to(&config, &checkpoint));
         Self::from_checkpoint(config, &checkpoint, format)
     }
 
@@ -84,7 +92,18 @@ impl Qwen3Model {
         checkpoint: &Checkpoint,
         format: WeightFormat,
     ) -> Result<Qwen3Model> {
-        check_gate_matches_q_proj(&config, checkpoint)?;
+        let stored_int8 = q8_checkpoint::is_stored_int8(&config, checkpoint)?;
+        if stored_int8 && format != WeightFormat::Int8 {
+            return Err(ModelError::Int8Checkpoint {
+                path: checkpoint.files()[0].path().to_path_buf(),
+                reason: format!(
+                    "the linear weights are stored int8 (`gattn-cpu quantize`); they load only \
+                     as int8, not {} (use the original checkpoint for bf16 or f32)",
+                    format.name()
+                ),
+            });
+        }
+        check_gate_matches_q_proj(&config, checkpoint, stored_int8)?;
         let (vocab, h) = (config.vocab_size, config.hidden_size);
         let embed_tokens = Embedding::load(
             checkpoint,
@@ -98,8 +117,14 @@ impl Qwen3Model {
             .collect::<Result<Vec<_>>>()?;
         let norm = RmsNorm::load(checkpoint, "model.norm.weight", h, config.rms_norm_eps)?;
         let lm_head = if config.tie_word_embeddings && format == WeightFormat::Int8 {
-            // The table is looked up as bf16 but multiplied as int8.
-            let weight = load_matrix(checkpoint, "model.embed_tokens.weight", &[vocab, h], format)?;
+            // The table is looked up as bf16 but multiplied as int8; an int8 checkpoint stores
+            // that int8 copy as `lm_head.weight`.
+            let name = if stored_int8 {
+                "lm_head.weight"
+            } else {
+                "model.embed_tokens.weight"
+            };
+            let weight = load_matrix(checkpoint, name, &[vocab, h], format)?;
             Linear {
                 weight,
                 bias: None,
@@ -372,25 +397,35 @@ fn embedding_format(format: WeightFormat) -> WeightFormat {
 }
 
 /// A gate flag that does not match q_proj's rows would silently mis-split queries: refuse it,
-/// naming the mode the weights imply.
-fn check_gate_matches_q_proj(config: &Qwen3Config, checkpoint: &Checkpoint) -> Result<()> {
-    let name = "model.layers.0.self_attn.q_proj.weight";
+/// naming the mode the weights imply. Stored int8 rows are padded to 16, so compare padded.
+pub(crate) fn check_gate_matches_q_proj(
+    config: &Qwen3Config,
+    checkpoint: &Checkpoint,
+    stored_int8: bool,
+) -> Result<()> {
+    let name = if stored_int8 {
+        "model.layers.0.self_attn.q_proj.weight.q8_packed"
+    } else {
+        "model.layers.0.self_attn.q_proj.weight"
+    };
+    let stored_rows = |config: &Qwen3Config| match stored_int8 {
+        true => q8_checkpoint::packed_shape(config.q_proj_rows(), config.hidden_size)[0],
+        false => config.q_proj_rows(),
+    };
     let Ok(view) = checkpoint.view(name) else {
         return Ok(()); // the layer loader reports the missing tensor
     };
     let rows = view.shape.first().copied().unwrap_or(0);
-    if rows == config.q_proj_rows() {
+    if rows == stored_rows(config) {
         return Ok(());
     }
     let implied = [GateMode::None, GateMode::Headwise, GateMode::Elementwise]
         .into_iter()
         .find(|&mode| {
-            Qwen3Config {
+            stored_rows(&Qwen3Config {
                 gate: mode,
                 ..config.clone()
-            }
-            .q_proj_rows()
-                == rows
+            }) == rows
         });
     let Some(implied) = implied else {
         return Ok(()); // an ordinary shape mismatch: the layer loader names expected and found
@@ -403,7 +438,7 @@ fn check_gate_matches_q_proj(config: &Qwen3Config, checkpoint: &Checkpoint) -> R
              (expected {} rows for {})",
             config.gate.name(),
             implied.name(),
-            config.q_proj_rows(),
+            stored_rows(config),
             config.gate.name()
         ),
     })

@@ -6,7 +6,9 @@ use gattn_kernels::matmul::{self, Q8Matrix, WeightMatrix};
 use gattn_kernels::reference;
 use gattn_tensor::{Checkpoint, DType, MappedTensor, bf16};
 
+use crate::config::Qwen3Config;
 use crate::error::{ModelError, Result};
+use crate::q8_checkpoint::{self, MappedQ8};
 
 /// How the linear layers hold their weights.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,8 +18,8 @@ pub enum WeightFormat {
     /// bf16 as stored (memory-mapped, no copy) when the checkpoint is bf16; converted otherwise.
     /// Runs the SIMD matmul kernels.
     Bf16,
-    /// Symmetric int8 in blocks of 32 along the input, quantized at load (embeddings stay bf16).
-    /// Runs the SIMD (VNNI) kernels.
+    /// Symmetric int8 in blocks of 32 along the input, quantized at load (embeddings stay bf16),
+    /// or used in place from an int8 checkpoint (`gattn-cpu quantize`). Runs the SIMD (VNNI) kernels.
     Int8,
 }
 
@@ -30,21 +32,25 @@ impl WeightFormat {
         }
     }
 
-    /// The checkpoint's own precision where a SIMD kernel takes it as stored (bf16, used in place),
-    /// else the f32 reference: what `--weights auto` picks.
-    pub fn native_to(checkpoint: &Checkpoint) -> WeightFormat {
-        match checkpoint.view("model.layers.0.mlp.down_proj.weight") {
-            Ok(view) if view.dtype == DType::BF16 => WeightFormat::Bf16,
-            _ => WeightFormat::F32,
-        }
-    }
-
     pub fn parse(s: &str) -> Option<WeightFormat> {
         match s {
             "f32" => Some(WeightFormat::F32),
             "bf16" => Some(WeightFormat::Bf16),
             "int8" => Some(WeightFormat::Int8),
             _ => None,
+        }
+    }
+
+    /// What a model loads with when no format is asked for (`--weights auto`): the checkpoint's
+    /// own precision where a SIMD kernel takes it as stored (int8 of `gattn-cpu quantize`, bf16
+    /// used in place), else the f32 reference.
+    pub fn native_to(config: &Qwen3Config, checkpoint: &Checkpoint) -> WeightFormat {
+        if config.quantized_int8 {
+            return WeightFormat::Int8;
+        }
+        match checkpoint.view("model.layers.0.mlp.down_proj.weight") {
+            Ok(view) if view.dtype == DType::BF16 => WeightFormat::Bf16,
+            _ => WeightFormat::F32,
         }
     }
 }
@@ -58,6 +64,8 @@ pub enum WeightData {
     Bf16Owned(Arc<Vec<bf16>>),
     /// Quantized at load; row lookups (embeddings) are not supported on it.
     Int8(Arc<Q8Matrix<'static>>),
+    /// Stored int8 (an int8 checkpoint), used in place from the memory map.
+    Int8Mapped(Arc<MappedQ8>),
 }
 
 impl WeightData {
@@ -67,18 +75,19 @@ impl WeightData {
             WeightData::Bf16Mapped(m) => m.bytes().len(),
             WeightData::Bf16Owned(w) => w.len() * 2,
             WeightData::Int8(q) => q.bytes(),
+            WeightData::Int8Mapped(q) => q.bytes(),
         }
     }
 
     pub fn is_mapped(&self) -> bool {
-        matches!(self, WeightData::Bf16Mapped(_))
+        matches!(self, WeightData::Bf16Mapped(_) | WeightData::Int8Mapped(_))
     }
 
     fn bf16_slice(&self) -> Option<&[bf16]> {
         match self {
             WeightData::Bf16Mapped(m) => m.as_bf16_slice(),
             WeightData::Bf16Owned(w) => Some(w),
-            WeightData::F32(_) | WeightData::Int8(_) => None,
+            WeightData::F32(_) | WeightData::Int8(_) | WeightData::Int8Mapped(_) => None,
         }
     }
 
@@ -86,7 +95,9 @@ impl WeightData {
     pub fn row_f32(&self, r: usize, cols: usize, out: &mut [f32]) {
         match self {
             WeightData::F32(w) => out.copy_from_slice(&w[r * cols..][..cols]),
-            WeightData::Int8(_) => unreachable!("embeddings are never held as int8"),
+            WeightData::Int8(_) | WeightData::Int8Mapped(_) => {
+                unreachable!("embeddings are never held as int8")
+            }
             _ => {
                 let w = self.bf16_slice().expect("bf16 storage");
                 for (o, v) in out.iter_mut().zip(&w[r * cols..][..cols]) {
@@ -98,12 +109,22 @@ impl WeightData {
 }
 
 /// Loads tensor `name`, checks it is `[rows, cols]` (or `[rows]` if `cols` is None), in `format`.
+/// In an int8 checkpoint, `Int8` reads the stored parts of `name` in place (see `q8_checkpoint`).
 pub fn load_matrix(
     checkpoint: &Checkpoint,
     name: &str,
     shape: &[usize],
     format: WeightFormat,
 ) -> Result<WeightData> {
+    if format == WeightFormat::Int8
+        && checkpoint
+            .metadata()
+            .contains_key(q8_checkpoint::FORMAT_KEY)
+    {
+        let (rows, cols) = (shape[0], shape.get(1).copied().unwrap_or(1));
+        let mapped = MappedQ8::load(checkpoint, name, rows, cols)?;
+        return Ok(WeightData::Int8Mapped(Arc::new(mapped)));
+    }
     let view = checkpoint.view(name)?;
     view.expect_shape(shape)?;
     Ok(match format {
@@ -134,6 +155,22 @@ pub fn load_vector(checkpoint: &Checkpoint, name: &str, len: usize) -> Result<Ve
     let view = checkpoint.view(name)?;
     view.expect_shape(&[len])?;
     Ok(view.to_f32_vec()?)
+}
+
+/// A linear layer's weights as the SIMD kernels take them: borrowed in place, or for a stored
+/// int8 checkpoint a view over the memory map (cheap: built on each call).
+enum SimdWeights<'a> {
+    InPlace(WeightMatrix<'a>),
+    MappedInt8(Q8Matrix<'a>),
+}
+
+impl SimdWeights<'_> {
+    fn matrix(&self) -> WeightMatrix<'_> {
+        match self {
+            SimdWeights::InPlace(w) => *w,
+            SimdWeights::MappedInt8(q) => WeightMatrix::int8(q),
+        }
+    }
 }
 
 /// `y = x W^T + b` with W `[out_features, in_features]`, as PyTorch's `nn.Linear`.
@@ -179,16 +216,17 @@ impl Linear {
     }
 
     /// The weights as the SIMD kernels take them; `None` for f32, which runs the naive reference.
-    fn simd_matrix(&self) -> Result<Option<WeightMatrix<'_>>> {
+    fn simd_weights(&self) -> Result<Option<SimdWeights<'_>>> {
         let (k, m) = (self.in_features, self.out_features);
         Ok(match &self.weight {
             WeightData::F32(_) => None,
-            WeightData::Int8(q) => Some(WeightMatrix::int8(q)),
-            other => Some(WeightMatrix::bf16(
+            WeightData::Int8(q) => Some(SimdWeights::InPlace(WeightMatrix::int8(q))),
+            WeightData::Int8Mapped(q) => Some(SimdWeights::MappedInt8(q.matrix()?)),
+            other => Some(SimdWeights::InPlace(WeightMatrix::bf16(
                 other.bf16_slice().expect("bf16 storage"),
                 m,
                 k,
-            )?),
+            )?)),
         })
     }
 
@@ -196,8 +234,8 @@ impl Linear {
     /// `--weights f32` runs the naive reference (the oracle); bf16 and int8 the SIMD kernels.
     pub fn forward(&self, x: &[f32], n: usize, y: &mut [f32]) -> Result<()> {
         let bias = self.bias.as_deref();
-        match (&self.weight, self.simd_matrix()?) {
-            (_, Some(weights)) => matmul::matmul(&weights, x, bias, y)?,
+        match (&self.weight, self.simd_weights()?) {
+            (_, Some(weights)) => matmul::matmul(&weights.matrix(), x, bias, y)?,
             (WeightData::F32(w), None) => {
                 reference::matmul_f32(x, w, bias, n, self.in_features, self.out_features, y)
             }
@@ -214,12 +252,17 @@ impl Linear {
         n: usize,
         ys: &mut [&mut [f32]],
     ) -> Result<()> {
-        let matrices = linears
+        let weights = linears
             .iter()
-            .map(|l| Ok(l.simd_matrix()?.map(|w| (w, l.bias.as_deref()))))
+            .map(|l| l.simd_weights())
             .collect::<Result<Option<Vec<_>>>>()?;
-        match matrices {
-            Some(matrices) => matmul::matmul_shared_input(&matrices, x, ys)?,
+        match weights {
+            Some(weights) => {
+                let matrices: Vec<_> = (weights.iter().zip(linears))
+                    .map(|(w, l)| (w.matrix(), l.bias.as_deref()))
+                    .collect();
+                matmul::matmul_shared_input(&matrices, x, ys)?
+            }
             None => {
                 for (linear, y) in linears.iter().zip(ys.iter_mut()) {
                     linear.forward(x, n, y)?;
@@ -240,9 +283,9 @@ impl Linear {
         y: &mut [f32],
         up_scratch: &mut Vec<f32>,
     ) -> Result<()> {
-        match (gate.simd_matrix()?, up.simd_matrix()?) {
+        match (gate.simd_weights()?, up.simd_weights()?) {
             (Some(g), Some(u)) if gate.bias.is_none() && up.bias.is_none() => {
-                matmul::gate_up_silu(&g, &u, x, y)?
+                matmul::gate_up_silu(&g.matrix(), &u.matrix(), x, y)?
             }
             _ => {
                 let up_out = crate::scratch::sized(up_scratch, y.len());

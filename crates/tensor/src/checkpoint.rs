@@ -66,6 +66,12 @@ impl Checkpoint {
         Ok(checkpoint)
     }
 
+    /// A checkpoint of one already opened file (e.g. [`SafetensorsFile::from_bytes`], for fuzzing
+    /// the model loader without writing files); `dir` only names it in messages.
+    pub fn from_file(dir: &Path, file: SafetensorsFile) -> Result<Self> {
+        Self::from_files(dir, vec![file])
+    }
+
     fn from_files(dir: &Path, files: Vec<SafetensorsFile>) -> Result<Self> {
         let mut owner = HashMap::new();
         for (i, file) in files.iter().enumerate() {

@@ -8,6 +8,8 @@ pub enum DType {
     BF16,
     /// Signed bytes: the values of int8-quantized weights (their scales are a separate F32 tensor).
     I8,
+    /// Unsigned bytes: the packed offset-binary int8 weights of `gattn-cpu quantize` checkpoints.
+    U8,
 }
 
 impl DType {
@@ -15,7 +17,7 @@ impl DType {
         match self {
             DType::F32 => 4,
             DType::F16 | DType::BF16 => 2,
-            DType::I8 => 1,
+            DType::I8 | DType::U8 => 1,
         }
     }
 
@@ -27,6 +29,7 @@ impl DType {
             "F16" => Some(DType::F16),
             "BF16" => Some(DType::BF16),
             "I8" => Some(DType::I8),
+            "U8" => Some(DType::U8),
             _ => None,
         }
     }
@@ -37,6 +40,7 @@ impl DType {
             safetensors::Dtype::F16 => Some(DType::F16),
             safetensors::Dtype::BF16 => Some(DType::BF16),
             safetensors::Dtype::I8 => Some(DType::I8),
+            safetensors::Dtype::U8 => Some(DType::U8),
             _ => None,
         }
     }
@@ -47,6 +51,7 @@ impl DType {
             DType::F16 => safetensors::Dtype::F16,
             DType::BF16 => safetensors::Dtype::BF16,
             DType::I8 => safetensors::Dtype::I8,
+            DType::U8 => safetensors::Dtype::U8,
         }
     }
 }
@@ -58,6 +63,7 @@ impl fmt::Display for DType {
             DType::F16 => "F16",
             DType::BF16 => "BF16",
             DType::I8 => "I8",
+            DType::U8 => "U8",
         };
         f.write_str(name)
     }

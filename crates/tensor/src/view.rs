@@ -79,7 +79,7 @@ impl<'a> TensorView<'a> {
                 .chunks_exact(2)
                 .map(|c| f16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f32())
                 .collect(),
-            DType::I8 => {
+            DType::I8 | DType::U8 => {
                 return Err(TensorError::DTypeMismatch {
                     path: self.path.to_path_buf(),
                     name: self.name.to_string(),

@@ -22,7 +22,7 @@ pub fn run(args: InfoArgs) -> Result<()> {
     let Some(dir) = &args.model else {
         return Ok(());
     };
-    let mut model = gattn_model::Qwen3Model::load(dir, args.weights.resolve(dir)?)?;
+    let mut model = gattn_model::Qwen3Model::load_as(dir, args.weights.format())?;
     if let Some(scaling) = rope_scaling(args.rope_scaling.as_deref(), &model.config)? {
         model.set_rope_scaling(scaling);
     }

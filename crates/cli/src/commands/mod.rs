@@ -4,6 +4,7 @@ pub mod info;
 pub mod init;
 pub mod logits;
 pub mod progress;
+pub mod quantize;
 pub mod ruler;
 pub mod run;
 
@@ -27,18 +28,25 @@ impl KvArg {
 }
 
 impl WeightsArg {
-    /// The format to load the checkpoint in `dir` with (`auto` looks at its weights).
+    /// The format asked for; `None` for auto (the checkpoint's own, see `WeightFormat::native_to`).
+    pub fn format(self) -> Option<WeightFormat> {
+        match self {
+            WeightsArg::Auto => None,
+            WeightsArg::F32 => Some(WeightFormat::F32),
+            WeightsArg::Bf16 => Some(WeightFormat::Bf16),
+            WeightsArg::Int8 => Some(WeightFormat::Int8),
+        }
+    }
+
+    /// The format the checkpoint in `dir` will load with (auto looks at the checkpoint).
     pub fn resolve(self, dir: &Path) -> Result<WeightFormat> {
-        Ok(match self {
-            WeightsArg::Auto => {
-                let checkpoint = Checkpoint::open_dir(dir)
-                    .with_context(|| format!("cannot load the model in {}", dir.display()))?;
-                WeightFormat::native_to(&checkpoint)
-            }
-            WeightsArg::F32 => WeightFormat::F32,
-            WeightsArg::Bf16 => WeightFormat::Bf16,
-            WeightsArg::Int8 => WeightFormat::Int8,
-        })
+        if let Some(format) = self.format() {
+            return Ok(format);
+        }
+        let context = || format!("cannot load the model in {}", dir.display());
+        let config = Qwen3Config::from_dir(dir).with_context(context)?;
+        let checkpoint = Checkpoint::open_dir(dir).with_context(context)?;
+        Ok(WeightFormat::native_to(&config, &checkpoint))
     }
 }
 
@@ -61,8 +69,7 @@ pub fn load_model(args: &ModelArgs) -> Result<Qwen3Model> {
     if args.prefill_chunk == 0 {
         bail!("--prefill-chunk must be at least 1");
     }
-    let format = args.weights.resolve(&args.model)?;
-    let mut model = Qwen3Model::load(&args.model, format)
+    let mut model = Qwen3Model::load_as(&args.model, args.weights.format())
         .with_context(|| format!("cannot load the model in {}", args.model.display()))?;
     model.kv_dtype = args.kv.dtype();
     model.prefill_chunk = args.prefill_chunk;

@@ -23,12 +23,13 @@ use safetensors_writer::{TensorSpec, write_safetensors};
 /// Standard deviation of the random matrices (transformers' `initializer_range` for Qwen3).
 const INIT_STD: f32 = 0.02;
 
-/// Every tensor a checkpoint of `config` holds, with its shape, in HF's names.
-pub fn tensor_specs(config: &Qwen3Config) -> Vec<TensorSpec> {
+/// Every tensor a checkpoint of `config` holds, with its shape, in HF's names (all of `dtype`).
+pub fn tensor_specs(config: &Qwen3Config, dtype: DType) -> Vec<TensorSpec> {
     let (h, d) = (config.hidden_size, config.head_dim);
     let spec = |name: String, shape: &[usize]| TensorSpec {
         name,
         shape: shape.to_vec(),
+        dtype,
     };
     let mut specs = vec![spec(
         "model.embed_tokens.weight".into(),
@@ -136,11 +137,10 @@ pub fn write_random_checkpoint(
         &byte_tokenizer::tokenizer_config_json(),
     )?;
 
-    let specs = tensor_specs(config);
+    let specs = tensor_specs(config, dtype);
     write_safetensors(
         &dir.join("model.safetensors"),
         &specs,
-        dtype,
         &[("format", "pt")],
         |index, bytes| {
             let spec = &specs[index];
@@ -150,6 +150,7 @@ pub fn write_random_checkpoint(
                 random_normal(spec.numel(), seed, index as u64)
             };
             encode(&values, dtype, bytes);
+            Ok(())
         },
     )
 }
@@ -182,11 +183,11 @@ fn encode(values: &[f32], dtype: DType, bytes: &mut Vec<u8>) {
         DType::F16 => values
             .iter()
             .for_each(|v| bytes.extend_from_slice(&f16::from_f32(*v).to_le_bytes())),
-        DType::I8 => unreachable!("checked by write_random_checkpoint"),
+        DType::I8 | DType::U8 => unreachable!("checked by write_random_checkpoint"),
     }
 }
 
-fn write_json(path: &Path, value: &Value) -> Result<()> {
+pub(crate) fn write_json(path: &Path, value: &Value) -> Result<()> {
     let text = serde_json::to_string_pretty(value).expect("JSON values serialize");
     std::fs::write(path, text + "\n").map_err(|source| ModelError::Io {
         path: path.to_path_buf(),

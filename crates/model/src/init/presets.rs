@@ -67,6 +67,7 @@ impl Preset {
             gate,
             bos_token_id: None,
             eos_token_ids: super::byte_tokenizer::EOS_IDS.to_vec(),
+            quantized_int8: false,
         }
     }
 }

@@ -14,21 +14,27 @@ use crate::error::{ModelError, Result};
 pub struct TensorSpec {
     pub name: String,
     pub shape: Vec<usize>,
+    pub dtype: DType,
 }
 
 impl TensorSpec {
     pub fn numel(&self) -> usize {
         self.shape.iter().product()
     }
+
+    pub fn byte_len(&self) -> usize {
+        self.numel() * self.dtype.size_in_bytes()
+    }
 }
 
-/// Writes `tensors` (all of `dtype`) to `path`; `fill(index, out)` produces tensor `index`'s bytes.
+/// Writes `tensors` to `path` in this order; `fill(index, out)` produces tensor `index`'s bytes.
+/// Data starts 8-byte aligned; each tensor is aligned to its dtype if the ones before it have
+/// lengths that keep it so (order them largest element first, as `quantize` does).
 pub fn write_safetensors(
     path: &Path,
     tensors: &[TensorSpec],
-    dtype: DType,
     metadata: &[(&str, &str)],
-    mut fill: impl FnMut(usize, &mut Vec<u8>),
+    mut fill: impl FnMut(usize, &mut Vec<u8>) -> Result<()>,
 ) -> Result<()> {
     let io_error = |source| ModelError::Io {
         path: path.to_path_buf(),
@@ -40,18 +46,12 @@ pub fn write_safetensors(
         .map(|(k, v)| (k.to_string(), json!(v)))
         .collect();
     header.insert("__metadata__".into(), Value::Object(meta));
-    let dtype_name = match dtype {
-        DType::F32 => "F32",
-        DType::F16 => "F16",
-        DType::BF16 => "BF16",
-        DType::I8 => "I8",
-    };
     let mut offset = 0usize;
     for t in tensors {
-        let len = t.numel() * dtype.size_in_bytes();
+        let len = t.byte_len();
         header.insert(
             t.name.clone(),
-            json!({"dtype": dtype_name, "shape": t.shape, "data_offsets": [offset, offset + len]}),
+            json!({"dtype": t.dtype.to_string(), "shape": t.shape, "data_offsets": [offset, offset + len]}),
         );
         offset += len;
     }
@@ -68,13 +68,8 @@ pub fn write_safetensors(
     let mut bytes = Vec::new();
     for (index, t) in tensors.iter().enumerate() {
         bytes.clear();
-        fill(index, &mut bytes);
-        assert_eq!(
-            bytes.len(),
-            t.numel() * dtype.size_in_bytes(),
-            "fill of {}",
-            t.name
-        );
+        fill(index, &mut bytes)?;
+        assert_eq!(bytes.len(), t.byte_len(), "fill of {}", t.name);
         out.write_all(&bytes).map_err(io_error)?;
     }
     out.flush().map_err(io_error)

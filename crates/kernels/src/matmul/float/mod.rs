@@ -8,6 +8,8 @@ mod scalar;
 mod matvec_avx2;
 #[cfg(target_arch = "x86_64")]
 mod matvec_avx512;
+#[cfg(target_arch = "aarch64")]
+mod matvec_neon;
 
 use half::bf16;
 
@@ -35,6 +37,8 @@ impl FloatWeight for f32 {
             SimdLevel::Avx512 => unsafe { matvec_avx512::matvec_rows_f32(w, k, x, out) },
             #[cfg(target_arch = "x86_64")]
             SimdLevel::Avx2 => unsafe { matvec_avx2::matvec_rows_f32(w, k, x, out) },
+            #[cfg(target_arch = "aarch64")]
+            SimdLevel::Neon => unsafe { matvec_neon::matvec_rows_f32(w, k, x, out) },
             _ => scalar::matvec_rows(w, k, x, out),
         }
     }
@@ -58,6 +62,8 @@ impl FloatWeight for bf16 {
             SimdLevel::Avx512 => unsafe { matvec_avx512::matvec_rows_bf16(w, k, x, out) },
             #[cfg(target_arch = "x86_64")]
             SimdLevel::Avx2 => unsafe { matvec_avx2::matvec_rows_bf16(w, k, x, out) },
+            #[cfg(target_arch = "aarch64")]
+            SimdLevel::Neon => unsafe { matvec_neon::matvec_rows_bf16(w, k, x, out) },
             _ => scalar::matvec_rows(w, k, x, out),
         }
     }

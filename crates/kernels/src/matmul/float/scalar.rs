@@ -1,4 +1,4 @@
-//! Portable f32/bf16 row dot products (also aarch64's path for now).
+//! Portable f32/bf16 row dot products (the oracle of the SIMD ones).
 
 use super::FloatWeight;
 

@@ -12,6 +12,8 @@ mod scalar;
 mod microkernel_avx2;
 #[cfg(target_arch = "x86_64")]
 mod microkernel_avx512;
+#[cfg(target_arch = "aarch64")]
+mod microkernel_neon;
 
 use crate::dispatch::{SimdLevel, cpu_features};
 use layout::ROWS;
@@ -30,6 +32,8 @@ enum Kernel {
     Avx2,
     #[cfg(target_arch = "x86_64")]
     Vnni,
+    #[cfg(target_arch = "aarch64")]
+    Neon,
 }
 
 fn kernel(level: SimdLevel) -> Kernel {
@@ -38,6 +42,8 @@ fn kernel(level: SimdLevel) -> Kernel {
         SimdLevel::Avx512 if cpu_features().avx512_vnni => Kernel::Vnni,
         #[cfg(target_arch = "x86_64")]
         SimdLevel::Avx512 | SimdLevel::Avx2 => Kernel::Avx2,
+        #[cfg(target_arch = "aarch64")]
+        SimdLevel::Neon => Kernel::Neon,
         _ => {
             let _ = cpu_features;
             Kernel::Scalar
@@ -53,6 +59,8 @@ fn group_dot(kernel: Kernel, packed: &[u8], scales: &[f32], x: ActRow<'_>) -> [f
         Kernel::Avx2 => unsafe { microkernel_avx2::group_dot(packed, scales, x) },
         #[cfg(target_arch = "x86_64")]
         Kernel::Vnni => unsafe { microkernel_avx512::group_dot(packed, scales, x) },
+        #[cfg(target_arch = "aarch64")]
+        Kernel::Neon => unsafe { microkernel_neon::group_dot(packed, scales, x) },
     }
 }
 

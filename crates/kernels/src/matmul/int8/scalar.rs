@@ -1,5 +1,4 @@
 //! Portable int8 kernels: the same layout and arithmetic as the SIMD ones, one lane at a time.
-//! Also the kernels of aarch64 for now (no NEON `sdot` path yet).
 
 use super::layout::{BLOCK, ROWS, TILE_BYTES};
 use super::quantize::ActRow;
