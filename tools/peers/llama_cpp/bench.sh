@@ -6,8 +6,8 @@
 # Runs, each with -r 3 (plus llama-bench's warmup), flash attention off and on (-fa 0,1):
 #   1. prefill 512 and decode 128 from an empty cache (-p 512 -n 128)
 #   2. decode 128 after 4096 cached tokens (-p 0 -n 128 -d 4096); the 4096-token fill is not timed
-# Environment: THREADS (2), REPS (3), DEPTH (4096), MODELS ("q8_0 bf16"), RUNS ("empty depth":
-#   which of the two runs to do).
+# Environment: THREADS (2), REPS (3), DEPTH (4096), N_GEN (128), FA ("0,1"), MODELS ("q8_0 bf16"),
+#   RUNS ("empty depth": which of the two runs to do).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/env.sh"
@@ -21,6 +21,8 @@ RESULTS=${2:-$GGUF_DIR/llama-bench-$(date -u +%Y%m%dT%H%M%SZ).json}
 THREADS=${THREADS:-2}
 REPS=${REPS:-3}
 DEPTH=${DEPTH:-4096}
+N_GEN=${N_GEN:-128}
+FA=${FA:-0,1}
 require_setup
 
 model_args=()
@@ -36,15 +38,15 @@ done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
-common=("${model_args[@]}" -t "$THREADS" -r "$REPS" -fa 0,1 -o json)
+common=("${model_args[@]}" -t "$THREADS" -r "$REPS" -fa "$FA" -o json)
 
 RUNS=${RUNS:-empty depth}
 runs=()
 echo "load average before: $(loadavg)" | tee "$tmp/load"
 for run in $RUNS; do
     case "$run" in
-        empty) args=(-p 512 -n 128) ;;
-        depth) args=(-p 0 -n 128 -d "$DEPTH") ;;
+        empty) args=(-p 512 -n "$N_GEN") ;;
+        depth) args=(-p 0 -n "$N_GEN" -d "$DEPTH") ;;
         *) echo "error: RUNS: unknown run '$run' (expected empty, depth)" >&2; exit 2 ;;
     esac
     "$BIN_DIR/llama-bench" "${common[@]}" "${args[@]}" >"$tmp/$run.json" 2>"$tmp/$run.err" \

@@ -12,8 +12,8 @@ what the converter's Qwen3Model does for --outtype bf16, with numpy only:
   - the tied lm_head omitted (llama.cpp reuses token_embd),
   - a GPT-2 style BPE vocabulary with the Qwen2 pre-tokenizer ("qwen2": both the checkpoint's
     byte-level tokenizer and the real Qwen3 one use Qwen's split regex), tokens padded to
-    vocab_size with [PADi] and added tokens typed CONTROL (special) or USER_DEFINED, as the
-    converter does.
+    vocab_size with [PADi] and added tokens typed CONTROL (special or <|...|>) or USER_DEFINED,
+    as the converter does.
 Q8_0 is made from this file by llama-quantize (convert.sh).
 
 Usage: write_gguf.py MODEL_DIR OUT.gguf [--tokenizer DIR]
@@ -106,7 +106,9 @@ def add_vocab(writer: gguf.GGUFWriter, tok_dir: Path, vocab_size: int) -> None:
     added_types: dict[int, gguf.TokenType] = {}
     for added in tok.get("added_tokens", []):
         id_to_token[added["id"]] = added["content"]
-        special = added.get("special")
+        # as the converter's does_token_look_special: <|fim_prefix|> etc. are control tokens
+        content = added["content"]
+        special = added.get("special") or (content.startswith("<|") and content.endswith("|>"))
         added_types[added["id"]] = gguf.TokenType.CONTROL if special else gguf.TokenType.USER_DEFINED
     if max(id_to_token) >= vocab_size:
         raise ConvertError(
