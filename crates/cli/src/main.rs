@@ -19,6 +19,8 @@ fn main() -> ExitCode {
         Command::Init(args) => commands::init::run(args),
         Command::Info(args) => commands::info::run(args),
         Command::Ruler(args) => commands::ruler::run(args),
+        Command::Sink(args) => commands::sink::run(args),
+        Command::AttnMap(args) => commands::attn_map::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -7,17 +7,18 @@ use gattn_tensor::Checkpoint;
 use crate::config::{GateMode, Qwen3Config, RopeScaling};
 use crate::error::{ModelError, Result};
 use crate::kv_cache::KvCache;
+use crate::layer_stats::LayerStats;
 use crate::layers::attention::{AttentionPath, LayerProbe};
 use crate::layers::{DecoderLayer, Embedding, RmsNorm};
 use crate::rope::RotaryEmbedding;
 use crate::weights::{Linear, WeightFormat, load_matrix};
-use gattn_kernels::attention::{AttentionStats, KvDtype};
+use gattn_kernels::attention::KvDtype;
 
 /// What a forward pass reports besides the logits.
 enum Probes<'a> {
     None,
     Maps(&'a mut Vec<Vec<f32>>),
-    Stats(&'a mut [AttentionStats]),
+    Stats(&'a mut [LayerStats]),
 }
 
 /// Which positions of a chunk need logits.
@@ -129,20 +130,17 @@ impl Qwen3Model {
         }
     }
 
-    /// As [`forward`](Self::forward), accumulating each layer's attention-sink share and gate
-    /// statistics into `stats[layer]` (streamed by the fused kernel: any prompt length).
+    /// As [`forward`](Self::forward), accumulating into `stats[layer]` each layer's attention-sink
+    /// share and gate statistics (streamed by the fused kernel: any prompt length) and the largest
+    /// hidden-state activation it leaves in the residual stream.
     pub fn forward_with_stats(
         &self,
         tokens: &[u32],
         cache: &mut KvCache,
         logits_for: LogitsFor,
-        stats: &mut [AttentionStats],
+        stats: &mut [LayerStats],
     ) -> Result<Vec<f32>> {
-        assert_eq!(
-            stats.len(),
-            self.layers.len(),
-            "one AttentionStats per layer"
-        );
+        assert_eq!(stats.len(), self.layers.len(), "one LayerStats per layer");
         self.forward_probed(tokens, cache, logits_for, Probes::Stats(stats))
     }
 
@@ -174,7 +172,7 @@ impl Qwen3Model {
             let probe = match &mut probes {
                 Probes::None => LayerProbe::None,
                 Probes::Maps(_) => LayerProbe::Maps(&mut maps),
-                Probes::Stats(stats) => LayerProbe::Stats(&mut stats[index]),
+                Probes::Stats(stats) => LayerProbe::Stats(&mut stats[index].attention),
             };
             let cache_layer = cache.layer_mut(index);
             layer.forward(
@@ -186,8 +184,10 @@ impl Qwen3Model {
                 probe,
             )?;
             check_finite(&hidden, h, index, "hidden state", start)?;
-            if let Probes::Maps(all) = &mut probes {
-                all.push(maps);
+            match &mut probes {
+                Probes::Maps(all) => all.push(maps),
+                Probes::Stats(stats) => stats[index].observe_hidden(&hidden, h, start),
+                Probes::None => {}
             }
         }
 

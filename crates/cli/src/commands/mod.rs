@@ -1,14 +1,18 @@
 //! One file per subcommand; what they share lives here.
 
+pub mod attn_map;
 pub mod info;
 pub mod init;
 pub mod logits;
 pub mod ruler;
 pub mod run;
+pub mod sink;
+
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
-use gattn_model::{KvDtype, Qwen3Model, Tokenizer, WeightFormat};
+use gattn_model::{KvDtype, ModelSource, Qwen3Model, Tokenizer, WeightFormat};
 
 use crate::args::{KvArg, ModelArgs, PromptArgs, WeightsArg};
 
@@ -46,18 +50,30 @@ pub fn init_threads(threads: Option<usize>) -> Result<()> {
         .context("cannot start the thread pool")
 }
 
-pub fn load_model(args: &ModelArgs) -> Result<Qwen3Model> {
+/// The checkpoint directory of a `-m` value; a builtin model is written to the cache first.
+pub fn model_dir(source: &ModelSource) -> Result<PathBuf> {
+    source
+        .dir()
+        .with_context(|| format!("cannot prepare the model {source}"))
+}
+
+/// Loads the checkpoint in `dir` (from [`model_dir`]) as `args` say, after starting the threads.
+pub fn load_model(args: &ModelArgs, dir: &Path) -> Result<Qwen3Model> {
     init_threads(args.threads)?;
-    let mut model = Qwen3Model::load(&args.model, args.weights.format())
-        .with_context(|| format!("cannot load the model in {}", args.model.display()))?;
-    model.kv_dtype = args.kv.dtype();
+    load_model_as(dir, args.weights, args.kv)
+}
+
+pub fn load_model_as(dir: &Path, weights: WeightsArg, kv: KvArg) -> Result<Qwen3Model> {
+    let mut model = Qwen3Model::load(dir, weights.format())
+        .with_context(|| format!("cannot load the model in {}", dir.display()))?;
+    model.kv_dtype = kv.dtype();
     Ok(model)
 }
 
 /// The tokenizer if the checkpoint has one (it is optional with `--prompt-ids`).
-pub fn load_tokenizer(args: &ModelArgs) -> Result<Option<Tokenizer>> {
-    if args.model.join("tokenizer.json").exists() {
-        Ok(Some(Tokenizer::from_dir(&args.model)?))
+pub fn load_tokenizer(dir: &Path) -> Result<Option<Tokenizer>> {
+    if dir.join("tokenizer.json").exists() {
+        Ok(Some(Tokenizer::from_dir(dir)?))
     } else {
         Ok(None)
     }

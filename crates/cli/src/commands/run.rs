@@ -10,12 +10,13 @@ use gattn_model::{
 };
 
 use crate::args::{OutputArg, RunArgs, TruncateArg};
-use crate::commands::{load_model, load_tokenizer, prompt_ids};
+use crate::commands::{load_model, load_tokenizer, model_dir, prompt_ids};
 
 pub fn run(args: RunArgs) -> Result<()> {
-    let config = Qwen3Config::from_dir(&args.model.model)
-        .with_context(|| format!("cannot load the model in {}", args.model.model.display()))?;
-    let tokenizer = load_tokenizer(&args.model)?;
+    let dir = model_dir(&args.model.model)?;
+    let config = Qwen3Config::from_dir(&dir)
+        .with_context(|| format!("cannot load the model in {}", dir.display()))?;
+    let tokenizer = load_tokenizer(&dir)?;
     let mut prompt = prompt_ids(&args.prompt, tokenizer.as_ref())?;
     if args.output == OutputArg::Text && tokenizer.is_none() {
         bail!("the checkpoint has no tokenizer.json: use --output ids");
@@ -35,7 +36,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     )
     .check_fits(available_memory(), ctx)?;
 
-    let model = load_model(&args.model)?;
+    let model = load_model(&args.model, &dir)?;
     let mut cache = model.new_cache(ctx);
     let mut sampler = Sampler::new(SamplingParams {
         temperature: args.temperature,
