@@ -73,6 +73,13 @@ const MODEL_HELP: &str = "Checkpoint directory (config.json, model.safetensors o
 pub struct ModelArgs {
     #[arg(short = 'm', long = "model", default_value = "builtin:elementwise", help = MODEL_HELP)]
     pub model: ModelSource,
+    #[command(flatten)]
+    pub load: LoadArgs,
+}
+
+/// How a model is loaded and run: weight format, threads, KV-cache storage.
+#[derive(Args)]
+pub struct LoadArgs {
     /// How the linear layers hold their weights: f32 (reference), bf16 or int8 (SIMD kernels)
     #[arg(long, value_enum, default_value_t = WeightsArg::F32)]
     pub weights: WeightsArg,
@@ -90,15 +97,8 @@ pub struct ModelsArgs {
     /// Checkpoint directory or builtin:NAME; repeat to compare models
     #[arg(short = 'm', long = "model", required = true, long_help = MODEL_HELP)]
     pub models: Vec<ModelSource>,
-    /// How the linear layers hold their weights: f32 (reference), bf16 or int8 (SIMD kernels)
-    #[arg(long, value_enum, default_value_t = WeightsArg::F32)]
-    pub weights: WeightsArg,
-    /// Worker threads (default: all cores)
-    #[arg(short = 't', long)]
-    pub threads: Option<usize>,
-    /// KV-cache storage: bf16 (default), int8 (per-token, per-head scale) or f32
-    #[arg(long, value_enum, default_value_t = KvArg::Bf16)]
-    pub kv: KvArg,
+    #[command(flatten)]
+    pub load: LoadArgs,
 }
 
 #[derive(Clone, Copy, ValueEnum)]

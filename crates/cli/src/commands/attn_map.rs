@@ -41,7 +41,7 @@ pub enum ScaleArg {
 }
 
 pub fn run(args: AttnMapArgs) -> Result<()> {
-    init_threads(args.models.threads)?;
+    init_threads(args.models.load.threads)?;
     let scale = match args.scale {
         ScaleArg::Sqrt => ColourScale::Sqrt,
         ScaleArg::Linear => ColourScale::Linear,
@@ -52,7 +52,7 @@ pub fn run(args: AttnMapArgs) -> Result<()> {
     let mut all = Vec::new();
     for (source, name) in args.models.models.iter().zip(&names) {
         let dir = model_dir(source)?;
-        let model = load_model_as(&dir, args.models.weights, args.models.kv)?;
+        let model = load_model_as(&dir, &args.models.load)?;
         let layers = parse_layers(&args.layers, model.layers.len())
             .with_context(|| format!("model {source}"))?;
         let tokenizer = load_tokenizer(&dir)?;

@@ -14,7 +14,7 @@ use anyhow::{Context, Result, bail};
 
 use gattn_model::{KvDtype, ModelSource, Qwen3Model, Tokenizer, WeightFormat};
 
-use crate::args::{KvArg, ModelArgs, PromptArgs, WeightsArg};
+use crate::args::{KvArg, LoadArgs, ModelArgs, PromptArgs, WeightsArg};
 
 impl KvArg {
     pub fn dtype(self) -> KvDtype {
@@ -59,14 +59,14 @@ pub fn model_dir(source: &ModelSource) -> Result<PathBuf> {
 
 /// Loads the checkpoint in `dir` (from [`model_dir`]) as `args` say, after starting the threads.
 pub fn load_model(args: &ModelArgs, dir: &Path) -> Result<Qwen3Model> {
-    init_threads(args.threads)?;
-    load_model_as(dir, args.weights, args.kv)
+    init_threads(args.load.threads)?;
+    load_model_as(dir, &args.load)
 }
 
-pub fn load_model_as(dir: &Path, weights: WeightsArg, kv: KvArg) -> Result<Qwen3Model> {
-    let mut model = Qwen3Model::load(dir, weights.format())
+pub fn load_model_as(dir: &Path, load: &LoadArgs) -> Result<Qwen3Model> {
+    let mut model = Qwen3Model::load(dir, load.weights.format())
         .with_context(|| format!("cannot load the model in {}", dir.display()))?;
-    model.kv_dtype = kv.dtype();
+    model.kv_dtype = load.kv.dtype();
     Ok(model)
 }
 

@@ -29,8 +29,8 @@ pub fn run(args: RunArgs) -> Result<()> {
     // Everything the run will need, checked before the weights and the cache are allocated.
     MemoryPlan::new(
         &config,
-        args.model.weights.format(),
-        args.model.kv.dtype(),
+        args.model.load.weights.format(),
+        args.model.load.kv.dtype(),
         ctx,
         prompt.len(),
     )

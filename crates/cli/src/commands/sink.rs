@@ -25,7 +25,7 @@ pub struct SinkArgs {
 }
 
 pub fn run(args: SinkArgs) -> Result<()> {
-    init_threads(args.models.threads)?;
+    init_threads(args.models.load.threads)?;
     let mut reports: Vec<SinkReport> = Vec::new();
     for source in &args.models.models {
         let dir = model_dir(source)?;
@@ -34,13 +34,13 @@ pub fn run(args: SinkArgs) -> Result<()> {
         let config = gattn_model::Qwen3Config::from_dir(&dir)?;
         MemoryPlan::new(
             &config,
-            args.models.weights.format(),
-            args.models.kv.dtype(),
+            args.models.load.weights.format(),
+            args.models.load.kv.dtype(),
             tokens.len(),
             tokens.len().min(SINK_CHUNK_TOKENS),
         )
         .check_fits(available_memory(), tokens.len())?;
-        let model = load_model_as(&dir, args.models.weights, args.models.kv)?;
+        let model = load_model_as(&dir, &args.models.load)?;
         let start = Instant::now();
         let report = sink_report(&source.to_string(), &model, &tokens)
             .with_context(|| format!("sink statistics of {source}"))?;
