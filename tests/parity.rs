@@ -203,8 +203,7 @@ fn streamed_sink_share_equals_the_share_in_the_attention_maps() {
                 Some(&mut maps),
             )
             .unwrap();
-        let mut stats =
-            vec![gattn_kernels::attention::AttentionStats::default(); model.layers.len()];
+        let mut stats = vec![gattn_model::LayerStats::default(); model.layers.len()];
         model
             .forward_with_stats(
                 &fixture.prompt_ids,
@@ -217,7 +216,7 @@ fn streamed_sink_share_equals_the_share_in_the_attention_maps() {
             // map: [n, heads, n]; the share on key 0, averaged over query rows and heads.
             let rows: Vec<f32> = map.chunks_exact(n).map(|row| row[0]).collect();
             let from_maps = rows.iter().map(|&p| p as f64).sum::<f64>() / rows.len() as f64;
-            let streamed = stat.sink_share().unwrap();
+            let streamed = stat.attention.sink_share().unwrap();
             assert!(
                 (from_maps - streamed).abs() < 1e-5,
                 "{name} layer {layer}: {from_maps} vs {streamed}"

@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use gattn_model::ModelSource;
+
 #[derive(Parser)]
 #[command(
     name = "gattn-cpu",
@@ -19,13 +21,16 @@ pub struct Cli {
 pub enum Command {
     /// Generate text from a prompt
     #[command(
-        after_help = "Example:\n  gattn-cpu init --preset tiny --gate elementwise --out /tmp/tiny\n  \
+        after_help = "Examples:\n  gattn-cpu run -p \"It is a truth universally acknowledged\" -n 80 --temperature 0\n  \
+        gattn-cpu run -m builtin:baseline -p \"It is a truth\" -n 80\n  \
+        gattn-cpu init --preset tiny --gate elementwise --out /tmp/tiny\n  \
         gattn-cpu run -m /tmp/tiny -p \"The gate\" -n 32 --temperature 0.7 --seed 1"
     )]
     Run(RunArgs),
     /// Write the logits of every prompt position to a .npy file
     #[command(
-        after_help = "Example:\n  gattn-cpu logits -m /tmp/tiny --prompt-ids 1,2,3 --out logits.npy"
+        after_help = "Examples:\n  gattn-cpu logits -m /tmp/tiny --prompt-ids 1,2,3 --out logits.npy\n  \
+        gattn-cpu logits -m builtin:headwise --prompt-ids 73,116,32 --out logits.npy"
     )]
     Logits(LogitsArgs),
     /// Write a random-weight checkpoint in Hugging Face layout
@@ -34,7 +39,9 @@ pub enum Command {
     )]
     Init(InitArgs),
     /// Show the SIMD level, threads and (with --model) the model's shapes and sizes
-    #[command(after_help = "Example:\n  gattn-cpu info\n  gattn-cpu info -m /tmp/tiny")]
+    #[command(
+        after_help = "Examples:\n  gattn-cpu info\n  gattn-cpu info -m /tmp/tiny\n  gattn-cpu info -m builtin:baseline"
+    )]
     Info(InfoArgs),
     /// RULER long-context evaluation: run, resume, shard (`merge`) and compare checkpoints
     #[command(
@@ -44,6 +51,18 @@ pub enum Command {
         gattn-cpu ruler compare out/base out/headwise out/elementwise --out out/compare"
     )]
     Ruler(crate::commands::ruler::RulerArgs),
+    /// Per layer: attention share on the first token, gate statistics, largest activation
+    #[command(
+        after_help = "Examples:\n  gattn-cpu sink -m builtin:baseline -m builtin:headwise -m builtin:elementwise -p \"It is a truth universally acknowledged\"\n  \
+        gattn-cpu sink -m models/qwen3-1.7b --weights bf16 -f long_prompt.txt --json > sink.json"
+    )]
+    Sink(crate::commands::sink::SinkArgs),
+    /// Head-averaged attention maps of chosen layers as PNG heatmaps and .npy
+    #[command(
+        after_help = "Examples:\n  gattn-cpu attn-map -m builtin:baseline -m builtin:elementwise -p \"It is a truth universally acknowledged\" --layers 1,2,3,4 --out maps\n  \
+        gattn-cpu attn-map -m models/qwen3-1.7b --weights bf16 -p \"The gate\" --layers 1,7,21,28 --out maps"
+    )]
+    AttnMap(crate::commands::attn_map::AttnMapArgs),
     /// Write an int8 copy of a checkpoint that loads by mmap with no re-quantizing
     #[command(
         after_help = "Example:\n  gattn-cpu quantize -m models/qwen3-1.7b -o models/qwen3-1.7b-int8\n  \
@@ -62,13 +81,23 @@ pub struct QuantizeArgs {
     pub out: PathBuf,
 }
 
+/// `-m/--model`: a checkpoint directory or `builtin:baseline|headwise|elementwise`.
+const MODEL_HELP: &str = "Checkpoint directory (config.json, model.safetensors or shards, \
+    tokenizer.json), or builtin:baseline|headwise|elementwise (tiny models inside the binary)";
+
 #[derive(Args)]
 pub struct ModelArgs {
-    /// Checkpoint directory (config.json, model.safetensors or shards, tokenizer.json)
-    #[arg(short = 'm', long = "model")]
-    pub model: PathBuf,
-    /// How the linear layers hold their weights: auto (bf16 for a bf16 checkpoint, else f32),
-    /// f32 (reference), bf16 or int8 (SIMD kernels)
+    #[arg(short = 'm', long = "model", default_value = "builtin:elementwise", help = MODEL_HELP)]
+    pub model: ModelSource,
+    #[command(flatten)]
+    pub load: LoadArgs,
+}
+
+/// How a model is loaded and run: weight format, threads, KV-cache storage.
+#[derive(Args)]
+pub struct LoadArgs {
+    /// How the linear layers hold their weights: auto (the checkpoint's own: int8 for a quantized
+    /// checkpoint, bf16 for bf16, else f32), f32 (reference), bf16 or int8 (SIMD kernels)
     #[arg(long, value_enum, default_value_t = WeightsArg::Auto)]
     pub weights: WeightsArg,
     /// Most prompt tokens one forward pass runs (longer prompts are split into chunks)
@@ -84,6 +113,16 @@ pub struct ModelArgs {
     /// KV-cache storage: bf16 (default), int8 (per-token, per-head scale) or f32
     #[arg(long, value_enum, default_value_t = KvArg::Bf16)]
     pub kv: KvArg,
+}
+
+/// Several models to compare (`sink`, `attn-map`), loaded the same way.
+#[derive(Args)]
+pub struct ModelsArgs {
+    /// Checkpoint directory or builtin:NAME; repeat to compare models
+    #[arg(short = 'm', long = "model", required = true, long_help = MODEL_HELP)]
+    pub models: Vec<ModelSource>,
+    #[command(flatten)]
+    pub load: LoadArgs,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -179,9 +218,8 @@ pub struct InitArgs {
 
 #[derive(Args)]
 pub struct InfoArgs {
-    /// Checkpoint directory to describe
-    #[arg(short = 'm', long = "model")]
-    pub model: Option<PathBuf>,
+    #[arg(short = 'm', long = "model", help = MODEL_HELP)]
+    pub model: Option<ModelSource>,
     #[arg(long, value_enum, default_value_t = WeightsArg::Auto)]
     pub weights: WeightsArg,
     /// Context length to size the KV cache for (default: max_position_embeddings)

@@ -20,6 +20,8 @@ fn main() -> ExitCode {
         Command::Info(args) => commands::info::run(args),
         Command::Ruler(args) => commands::ruler::run(args),
         Command::Quantize(args) => commands::quantize::run(args),
+        Command::Sink(args) => commands::sink::run(args),
+        Command::AttnMap(args) => commands::attn_map::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -19,9 +19,11 @@
 //! # Ok::<(), gattn_eval::EvalError>(())
 //! ```
 
+pub mod analysis;
 mod corpus;
 mod error;
 mod fit;
+mod font;
 mod generate;
 mod rng;
 pub mod run;

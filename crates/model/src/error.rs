@@ -12,6 +12,18 @@ pub enum ModelError {
         #[source]
         source: std::io::Error,
     },
+    #[error("{path}: cannot write: {source}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("`builtin:{name}` is not a builtin model: the builtin models are {valid}")]
+    UnknownBuiltin { name: String, valid: String },
+    #[error(
+        "no cache directory for the builtin models: set GATTN_CACHE_DIR (or XDG_CACHE_HOME or HOME)"
+    )]
+    NoCacheDir,
     #[error("{path}: not valid JSON: {reason}")]
     InvalidJson { path: PathBuf, reason: String },
     #[error("{path}: field `{field}`: {reason}")]

@@ -1,11 +1,13 @@
 //! Qwen3 with the optional output gate of "Gated Attention for Large Language Models":
 //! config, weights, KV cache, the forward pass, sampling, tokenizer and random checkpoints.
 
+pub mod builtin;
 pub mod config;
 pub mod error;
 pub mod generate;
 pub mod init;
 pub mod kv_cache;
+pub mod layer_stats;
 pub mod layers;
 pub mod memory;
 pub mod model;
@@ -17,11 +19,13 @@ pub mod scratch;
 pub mod tokenizer;
 pub mod weights;
 
+pub use builtin::{BuiltinModel, ModelSource};
 pub use config::{GateMode, Qwen3Config, RopeScaling};
 pub use error::{ModelError, Result};
 pub use gattn_kernels::attention::KvDtype;
 pub use generate::{GenerateOptions, GenerationStats, StopReason, generate};
 pub use kv_cache::KvCache;
+pub use layer_stats::LayerStats;
 pub use layers::attention::AttentionPath;
 pub use memory::{MemoryPlan, available_memory};
 pub use model::{DEFAULT_PREFILL_CHUNK, LogitsFor, PrefillEnd, Qwen3Model};

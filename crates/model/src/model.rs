@@ -7,19 +7,20 @@ use gattn_tensor::Checkpoint;
 use crate::config::{GateMode, Qwen3Config, RopeScaling};
 use crate::error::{ModelError, Result};
 use crate::kv_cache::KvCache;
+use crate::layer_stats::LayerStats;
 use crate::layers::attention::{AttentionPath, LayerProbe};
 use crate::layers::{DecoderLayer, Embedding, RmsNorm};
 use crate::q8_checkpoint;
 use crate::rope::RotaryEmbedding;
 use crate::scratch::{ForwardScratch, sized};
 use crate::weights::{Linear, WeightFormat, load_matrix};
-use gattn_kernels::attention::{AttentionStats, KvDtype};
+use gattn_kernels::attention::KvDtype;
 
 /// What a forward pass reports besides the logits.
 enum Probes<'a> {
     None,
     Maps(&'a mut Vec<Vec<f32>>),
-    Stats(&'a mut [AttentionStats]),
+    Stats(&'a mut [LayerStats]),
 }
 
 /// Where a chunk's logits go.
@@ -226,25 +227,20 @@ impl Qwen3Model {
         Ok(logits)
     }
 
-    /// As [`forward`](Self::forward), accumulating each layer's attention-sink share and gate
-    /// statistics into `stats[layer]` (streamed by the fused kernel: any prompt length).
+    /// As [`forward`](Self::forward), accumulating into `stats[layer]` each layer's attention-sink
+    /// share and gate statistics (streamed by the fused kernel: any prompt length) and the largest
+    /// hidden-state activation it leaves in the residual stream.
     pub fn forward_with_stats(
         &self,
         tokens: &[u32],
         cache: &mut KvCache,
         logits_for: LogitsFor,
-        stats: &mut [AttentionStats],
+        stats: &mut [LayerStats],
     ) -> Result<Vec<f32>> {
-        assert_eq!(
-            stats.len(),
-            self.layers.len(),
-            "one AttentionStats per layer"
-        );
+        assert_eq!(stats.len(), self.layers.len(), "one LayerStats per layer");
         let mut logits = Vec::new();
         let probes = Probes::Stats(stats);
-        self.forward_chunked(tokens, cache, logits_for, &mut logits, probes, &mut |_| {
-            true
-        })?;
+        self.forward_chunked(tokens, cache, logits_for, &mut logits, probes, &mut |_| true)?;
         Ok(logits)
     }
 
@@ -327,7 +323,7 @@ impl Qwen3Model {
             let probe = match probes {
                 Probes::None => LayerProbe::None,
                 Probes::Maps(_) => LayerProbe::Maps(&mut maps),
-                Probes::Stats(stats) => LayerProbe::Stats(&mut stats[index]),
+                Probes::Stats(stats) => LayerProbe::Stats(&mut stats[index].attention),
             };
             layer.forward(
                 hidden,
@@ -339,8 +335,10 @@ impl Qwen3Model {
                 layer_scratch,
             )?;
             check_finite(hidden, h, index, "hidden state", start)?;
-            if let Probes::Maps(all) = probes {
-                all.push(maps);
+            match probes {
+                Probes::Maps(all) => all.push(maps),
+                Probes::Stats(stats) => stats[index].observe_hidden(hidden, h, start),
+                Probes::None => {}
             }
         }
 

@@ -6,7 +6,7 @@ use gattn_kernels::dispatch::{cpu_features, dispatch_choice};
 use gattn_model::{KvCache, MemoryPlan, RopeScaling, available_memory};
 
 use crate::args::InfoArgs;
-use crate::commands::{init_threads, rope_scaling};
+use crate::commands::{init_threads, model_dir, rope_scaling};
 
 pub fn run(args: InfoArgs) -> Result<()> {
     init_threads(args.threads)?;
@@ -19,9 +19,10 @@ pub fn run(args: InfoArgs) -> Result<()> {
         yes(features.avx512_bf16)
     );
     println!("threads:   {}", rayon::current_num_threads());
-    let Some(dir) = &args.model else {
+    let Some(source) = &args.model else {
         return Ok(());
     };
+    let dir = &model_dir(source)?;
     let mut model = gattn_model::Qwen3Model::load_as(dir, args.weights.format())?;
     if let Some(scaling) = rope_scaling(args.rope_scaling.as_deref(), &model.config)? {
         model.set_rope_scaling(scaling);

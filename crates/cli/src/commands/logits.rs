@@ -5,11 +5,11 @@ use anyhow::Result;
 use gattn_model::LogitsFor;
 
 use crate::args::LogitsArgs;
-use crate::commands::load_model;
+use crate::commands::{load_model, model_dir};
 use crate::npy;
 
 pub fn run(args: LogitsArgs) -> Result<()> {
-    let model = load_model(&args.model)?;
+    let model = load_model(&args.model, &model_dir(&args.model.model)?)?;
     let mut cache = model.new_cache(args.prompt_ids.len());
     let logits = model.forward(&args.prompt_ids, &mut cache, LogitsFor::All)?;
     let shape = [args.prompt_ids.len(), model.config.vocab_size];

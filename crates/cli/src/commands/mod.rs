@@ -1,5 +1,6 @@
 //! One file per subcommand; what they share lives here.
 
+pub mod attn_map;
 pub mod info;
 pub mod init;
 pub mod logits;
@@ -7,15 +8,18 @@ pub mod progress;
 pub mod quantize;
 pub mod ruler;
 pub mod run;
+pub mod sink;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
-use gattn_model::{KvDtype, Qwen3Config, Qwen3Model, RopeScaling, Tokenizer, WeightFormat};
+use gattn_model::{
+    KvDtype, ModelSource, Qwen3Config, Qwen3Model, RopeScaling, Tokenizer, WeightFormat,
+};
 use gattn_tensor::Checkpoint;
 
-use crate::args::{KvArg, ModelArgs, PromptArgs, WeightsArg};
+use crate::args::{KvArg, LoadArgs, ModelArgs, PromptArgs, WeightsArg};
 
 impl KvArg {
     pub fn dtype(self) -> KvDtype {
@@ -64,16 +68,28 @@ pub fn init_threads(threads: Option<usize>) -> Result<()> {
         .context("cannot start the thread pool")
 }
 
-pub fn load_model(args: &ModelArgs) -> Result<Qwen3Model> {
-    init_threads(args.threads)?;
-    if args.prefill_chunk == 0 {
+/// The checkpoint directory of a `-m` value; a builtin model is written to the cache first.
+pub fn model_dir(source: &ModelSource) -> Result<PathBuf> {
+    source
+        .dir()
+        .with_context(|| format!("cannot prepare the model {source}"))
+}
+
+/// Loads the checkpoint in `dir` (from [`model_dir`]) as `args` say, after starting the threads.
+pub fn load_model(args: &ModelArgs, dir: &Path) -> Result<Qwen3Model> {
+    init_threads(args.load.threads)?;
+    load_model_as(dir, &args.load)
+}
+
+pub fn load_model_as(dir: &Path, load: &LoadArgs) -> Result<Qwen3Model> {
+    if load.prefill_chunk == 0 {
         bail!("--prefill-chunk must be at least 1");
     }
-    let mut model = Qwen3Model::load_as(&args.model, args.weights.format())
-        .with_context(|| format!("cannot load the model in {}", args.model.display()))?;
-    model.kv_dtype = args.kv.dtype();
-    model.prefill_chunk = args.prefill_chunk;
-    if let Some(scaling) = rope_scaling(args.rope_scaling.as_deref(), &model.config)? {
+    let mut model = Qwen3Model::load_as(dir, load.weights.format())
+        .with_context(|| format!("cannot load the model in {}", dir.display()))?;
+    model.kv_dtype = load.kv.dtype();
+    model.prefill_chunk = load.prefill_chunk;
+    if let Some(scaling) = rope_scaling(load.rope_scaling.as_deref(), &model.config)? {
         model.set_rope_scaling(scaling);
     }
     Ok(model)
@@ -90,9 +106,9 @@ pub fn rope_scaling(text: Option<&str>, config: &Qwen3Config) -> Result<Option<R
 }
 
 /// The tokenizer if the checkpoint has one (it is optional with `--prompt-ids`).
-pub fn load_tokenizer(args: &ModelArgs) -> Result<Option<Tokenizer>> {
-    if args.model.join("tokenizer.json").exists() {
-        Ok(Some(Tokenizer::from_dir(&args.model)?))
+pub fn load_tokenizer(dir: &Path) -> Result<Option<Tokenizer>> {
+    if dir.join("tokenizer.json").exists() {
+        Ok(Some(Tokenizer::from_dir(dir)?))
     } else {
         Ok(None)
     }

@@ -11,9 +11,10 @@ use gattn_eval::run::{
     LabelledRun, RESULTS_FILE, RunOptions, Shard, compare_runs, default_label, length_label,
     merge_runs, run_ruler,
 };
+use gattn_model::ModelSource;
 
 use crate::args::{KvArg, WeightsArg};
-use crate::commands::init_threads;
+use crate::commands::{init_threads, model_dir};
 
 /// `gattn-cpu ruler [OPTIONS] --model DIR --out DIR`, or `gattn-cpu ruler merge|compare ...`.
 #[derive(Args)]
@@ -42,9 +43,10 @@ pub enum RulerAction {
 // `model` and `out` are required, but Options: clap leaves them empty under a subcommand.
 #[derive(Args)]
 pub struct RulerRunArgs {
-    /// Checkpoint directory (config.json, model.safetensors or shards, tokenizer.json)
-    #[arg(short = 'm', long = "model", required = true)]
-    pub model: Option<PathBuf>,
+    /// Checkpoint directory (config.json, model.safetensors or shards, tokenizer.json), or
+    /// builtin:baseline|headwise|elementwise
+    #[arg(short = 'm', long = "model", default_value = "builtin:elementwise")]
+    pub model: Option<ModelSource>,
     /// How the linear layers hold their weights
     #[arg(long, value_enum, default_value_t = WeightsArg::Auto)]
     pub weights: WeightsArg,
@@ -140,13 +142,14 @@ pub fn run(args: RulerArgs) -> Result<()> {
 }
 
 fn evaluate(args: RulerRunArgs) -> Result<()> {
-    let (Some(model_dir), Some(out)) = (args.model.clone(), args.out.clone()) else {
-        bail!("give --model DIR and --out DIR to run, or a subcommand (merge, compare)");
+    let (Some(model), Some(out)) = (&args.model, args.out.clone()) else {
+        bail!("give --out DIR (and --model) to run, or a subcommand (merge, compare)");
     };
     init_threads(args.threads)?;
+    let dir = model_dir(model)?;
     let options = RunOptions {
-        weights: args.weights.resolve(&model_dir)?,
-        model_dir,
+        weights: args.weights.resolve(&dir)?,
+        model_dir: dir,
         kv: args.kv.dtype(),
         rope_scaling: args.rope_scaling.clone(),
         tasks: TaskName::parse_list(&args.tasks)?,

@@ -12,15 +12,16 @@ use gattn_model::{
 
 use crate::args::{OutputArg, RunArgs, TruncateArg};
 use crate::commands::progress::PrefillProgress;
-use crate::commands::{load_model, load_tokenizer, prompt_ids, rope_scaling};
+use crate::commands::{load_model, load_tokenizer, model_dir, prompt_ids, rope_scaling};
 
 pub fn run(args: RunArgs) -> Result<()> {
-    let mut config = Qwen3Config::from_dir(&args.model.model)
-        .with_context(|| format!("cannot load the model in {}", args.model.model.display()))?;
-    if let Some(scaling) = rope_scaling(args.model.rope_scaling.as_deref(), &config)? {
+    let dir = model_dir(&args.model.model)?;
+    let mut config = Qwen3Config::from_dir(&dir)
+        .with_context(|| format!("cannot load the model in {}", dir.display()))?;
+    if let Some(scaling) = rope_scaling(args.model.load.rope_scaling.as_deref(), &config)? {
         config.set_rope_scaling(scaling);
     }
-    let tokenizer = load_tokenizer(&args.model)?;
+    let tokenizer = load_tokenizer(&dir)?;
     let mut prompt = prompt_ids(&args.prompt, tokenizer.as_ref())?;
     if args.output == OutputArg::Text && tokenizer.is_none() {
         bail!("the checkpoint has no tokenizer.json: use --output ids");
@@ -31,17 +32,17 @@ pub fn run(args: RunArgs) -> Result<()> {
     }
     fit_prompt(&mut prompt, ctx, args.truncate)?;
     // Everything the run will need, checked before the weights and the cache are allocated.
-    let format = args.model.weights.resolve(&args.model.model)?;
+    let format = args.model.load.weights.resolve(&dir)?;
     MemoryPlan::new(
         &config,
         format,
-        args.model.kv.dtype(),
+        args.model.load.kv.dtype(),
         ctx,
-        prompt.len().min(args.model.prefill_chunk),
+        prompt.len().min(args.model.load.prefill_chunk),
     )
     .check_fits(available_memory(), ctx)?;
 
-    let model = load_model(&args.model)?;
+    let model = load_model(&args.model, &dir)?;
     let interrupt = stop_on_ctrl_c()?;
     let mut progress = PrefillProgress::new(prompt.len(), model.prefill_chunk);
     let mut cache = model.new_cache(ctx);

@@ -1,22 +1,19 @@
-//! PNG line charts of score against length, drawn with plotters' bitmap backend and a bundled
-//! font (DejaVu Sans Mono, see data/fonts/README.md), so no system font is needed.
+//! PNG line charts of score against length, drawn with plotters' bitmap backend and the bundled
+//! font (`crate::font`), so no system font is needed.
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::sync::OnceLock;
 
 use plotters::coord::ranged1d::SegmentValue;
 use plotters::prelude::*;
 
+use crate::font::{FONT_FAMILY, register_font};
 use crate::run::error::RunError;
 use crate::run::report::length_label;
 
 /// Every chart has this size in pixels (width, height).
 pub const CHART_SIZE: (u32, u32) = (1100, 650);
 const LEGEND_WIDTH: u32 = 230;
-
-const FONT: &[u8] = include_bytes!("../../data/fonts/DejaVuSansMono.ttf");
-const FONT_FAMILY: &str = "sans-serif";
 
 /// One line of a chart: (length, score in percent) points.
 #[derive(Debug, Clone, PartialEq)]
@@ -25,16 +22,6 @@ pub struct Series {
     pub points: Vec<(usize, f64)>,
     /// Drawn thick and black (the average row).
     pub emphasized: bool,
-}
-
-fn register_font() -> Result<(), String> {
-    static REGISTERED: OnceLock<Result<(), String>> = OnceLock::new();
-    REGISTERED
-        .get_or_init(|| {
-            plotters::style::register_font(FONT_FAMILY, FontStyle::Normal, FONT)
-                .map_err(|_| "the bundled font does not parse".to_string())
-        })
-        .clone()
 }
 
 /// Draws `series` on one chart: lengths evenly spaced on the x axis (RULER's lengths double
