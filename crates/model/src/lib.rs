@@ -1,6 +1,7 @@
 //! Qwen3 with the optional output gate of "Gated Attention for Large Language Models":
 //! config, weights, KV cache, the forward pass, sampling, tokenizer and random checkpoints.
 
+pub mod bench;
 pub mod config;
 pub mod error;
 pub mod generate;
@@ -14,6 +15,7 @@ pub mod sampling;
 pub mod tokenizer;
 pub mod weights;
 
+pub use bench::{BenchReport, BenchSettings, run_bench};
 pub use config::{GateMode, Qwen3Config, RopeScaling};
 pub use error::{ModelError, Result};
 pub use gattn_kernels::attention::KvDtype;
