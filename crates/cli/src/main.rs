@@ -19,6 +19,7 @@ fn main() -> ExitCode {
         Command::Init(args) => commands::init::run(args),
         Command::Info(args) => commands::info::run(args),
         Command::Ruler(args) => commands::ruler::run(args),
+        Command::Bench(args) => commands::bench::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,5 +1,6 @@
 //! One file per subcommand; what they share lives here.
 
+pub mod bench;
 pub mod info;
 pub mod init;
 pub mod logits;
