@@ -10,11 +10,12 @@
 //! noisy machine. `ATTN_BENCH_DTYPES=bf16,int8,f32` picks dtypes (default bf16,int8).
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use gattn_benches::measure_read_bandwidth_gbps;
+use gattn_benches::median_seconds;
 use gattn_kernels::attention::{AttentionShape, GateScores, KvDtype, KvLayer, decode, prefill};
+use gattn_kernels::bandwidth::measure_read_bandwidth_gbps;
 use gattn_kernels::dispatch::simd_level;
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const SHAPE: AttentionShape = AttentionShape {
     num_heads: 16,
@@ -62,19 +63,6 @@ fn dtypes() -> Vec<KvDtype> {
 /// `ATTN_BENCH_ONLY=decode,gate,prefill` runs only those parts (default: all).
 fn wanted(part: &str) -> bool {
     std::env::var("ATTN_BENCH_ONLY").map_or(true, |only| only.split(',').any(|p| p == part))
-}
-
-fn median_seconds(runs: usize, mut f: impl FnMut()) -> f64 {
-    f();
-    let mut times: Vec<f64> = (0..runs)
-        .map(|_| {
-            let start = Instant::now();
-            f();
-            start.elapsed().as_secs_f64()
-        })
-        .collect();
-    times.sort_by(f64::total_cmp);
-    times[times.len() / 2]
 }
 
 fn pool() -> rayon::ThreadPool {

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput};
-use gattn_benches::bandwidth::{
+use gattn_kernels::bandwidth::{
     PROBE_BYTES, measure_read_bandwidth_gbps, measure_read_bandwidth_gbps_with,
 };
 use gattn_kernels::matmul::{Q8Matrix, WeightMatrix, matmul};

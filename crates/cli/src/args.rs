@@ -69,6 +69,12 @@ pub enum Command {
         gattn-cpu run -m models/qwen3-1.7b-int8 -p \"The gate\" -n 32"
     )]
     Quantize(QuantizeArgs),
+    /// Measure prefill and decode speed against the read-bandwidth roofline
+    #[command(
+        after_help = "Example:\n  gattn-cpu bench -m models/rand-1.7b --weights bf16 --prompt 512 --gen 32 --depth 4096 -t 2\n  \
+        gattn-cpu bench -m /tmp/tiny --weights int8 --kv int8 -p 64 -n 16 -d 128 --json"
+    )]
+    Bench(BenchArgs),
 }
 
 #[derive(Args)]
@@ -232,6 +238,30 @@ pub struct InfoArgs {
     /// Override the checkpoint's RoPE scaling (see `run --help`)
     #[arg(long, value_name = "SCALING")]
     pub rope_scaling: Option<String>,
+}
+
+#[derive(Args)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Prompt tokens of the timed prefill (random ids, fresh cache)
+    #[arg(short = 'p', long = "prompt", value_name = "N", default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..))]
+    pub prompt_tokens: u64,
+    /// Tokens decoded (greedy), each timed
+    #[arg(short = 'n', long = "gen", value_name = "N", default_value_t = 128, value_parser = clap::value_parser!(u64).range(1..))]
+    pub gen_tokens: u64,
+    /// Tokens cached (by an untimed prefill) before the timed decode
+    #[arg(short = 'd', long, value_name = "N", default_value_t = 0)]
+    pub depth: usize,
+    /// Timed prefills, each on a fresh cache; the median is reported
+    #[arg(short = 'r', long, value_name = "R", default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
+    pub repetitions: u64,
+    /// Seed of the random token ids
+    #[arg(short = 's', long, default_value_t = 0)]
+    pub seed: u64,
+    /// Print one JSON document instead of the text summary
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]

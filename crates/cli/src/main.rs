@@ -22,6 +22,7 @@ fn main() -> ExitCode {
         Command::Quantize(args) => commands::quantize::run(args),
         Command::Sink(args) => commands::sink::run(args),
         Command::AttnMap(args) => commands::attn_map::run(args),
+        Command::Bench(args) => commands::bench::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -165,7 +165,10 @@ fn info_describes_the_machine_and_the_model() {
 
 #[test]
 fn every_subcommand_has_help_with_an_example() {
-    for sub in ["run", "logits", "init", "info", "quantize"] {
+    for sub in ["run", "logits", "init", "info", "quantize"] {}
+
+    #[test]
+    for sub in ["run", "logits", "init", "info", "bench"] {
         let o = gattn_cpu(&[sub, "--help"]);
         expect_exit(&o, 0);
         assert!(
@@ -444,4 +447,114 @@ fn quantize_refuses_a_bad_model_dir() {
     assert!(stderr(&o).contains("/nonexistent/model"), "{}", stderr(&o));
     assert!(!out.exists(), "nothing is written for a bad --model");
     expect_exit(&gattn_cpu(&["quantize", "-m", "/nonexistent/model"]), 2); // no --out
+}
+
+#[test]
+fn bench_json_reports_consistent_speeds_bytes_and_roofline() {
+    let dir = init_tiny("headwise");
+    let model = dir.path().to_str().unwrap();
+    let o = gattn_cpu(&[
+        "bench",
+        "-m",
+        model,
+        "--weights",
+        "bf16",
+        "--prompt",
+        "8",
+        "--gen",
+        "4",
+        "--depth",
+        "16",
+        "--repetitions",
+        "1",
+        "-t",
+        "2",
+        "--json",
+    ]);
+    expect_exit(&o, 0);
+    let json: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("one JSON document");
+    let num = |path: &str| -> f64 {
+        json.pointer(path)
+            .and_then(serde_json::Value::as_f64)
+            .unwrap_or_else(|| panic!("{path} missing or not a number in {json}"))
+    };
+    assert_eq!(json["settings"]["depth"], 16);
+    assert_eq!(json["model"]["weights"], "bf16");
+    assert_eq!(json["machine"]["threads"], 2);
+    assert!(json["machine"]["simd"].is_string());
+    assert_eq!(json["prefill"]["seconds"].as_array().map(Vec::len), Some(1));
+    for path in [
+        "/prefill/tokens_per_second/median",
+        "/decode/tokens_per_second/median",
+        "/decode/tokens_per_second/p10",
+        "/bandwidth/before_gbps",
+        "/bandwidth/after_gbps",
+        "/roofline/decode_tokens_per_second",
+        "/roofline/ratio",
+        "/memory/planned_bytes",
+    ] {
+        let v = num(path);
+        assert!(v.is_finite() && v > 0.0, "{path} = {v}");
+    }
+    let t = |p: &str| num(p);
+    assert!(t("/decode/tokens_per_second/p10") <= t("/decode/tokens_per_second/median"));
+    assert!(t("/decode/tokens_per_second/median") <= t("/decode/tokens_per_second/p90"));
+    // Tokens at depth 16 attend over 17..=20 rows.
+    assert_eq!(t("/decode/mean_kv_len"), 18.5);
+    // Tied bf16 embeddings: the lm_head streams the whole table, plus the looked-up row.
+    let weight_bytes = t("/model/weight_bytes");
+    assert!(t("/bytes_per_token/weight_bytes") > weight_bytes);
+    assert!(t("/bytes_per_token/kv_bytes") > 0.0);
+    assert_eq!(
+        t("/bytes_per_token/total_bytes"),
+        t("/bytes_per_token/weight_bytes") + t("/bytes_per_token/kv_bytes")
+    );
+    let roofline = t("/bandwidth/mean_gbps") * 1e9 / t("/bytes_per_token/total_bytes");
+    assert!((t("/roofline/decode_tokens_per_second") / roofline - 1.0).abs() < 1e-9);
+    let ratio = t("/decode/tokens_per_second/median") / roofline;
+    assert!((t("/roofline/ratio") / ratio - 1.0).abs() < 1e-9);
+    if cfg!(target_os = "linux") {
+        assert!(t("/memory/peak_rss_bytes") > weight_bytes);
+    }
+
+    // The text summary names every figure.
+    let o = gattn_cpu(&[
+        "bench", "-m", model, "-p", "4", "-n", "2", "-r", "1", "-t", "1",
+    ]);
+    expect_exit(&o, 0);
+    for key in [
+        "prefill:",
+        "decode:",
+        "per token:",
+        "bandwidth:",
+        "roofline:",
+        "peak RSS",
+    ] {
+        assert!(stdout(&o).contains(key), "{key} missing: {}", stdout(&o));
+    }
+}
+
+#[test]
+fn bench_refuses_zero_counts_and_runs_beyond_the_context() {
+    let dir = init_tiny("none");
+    let model = dir.path().to_str().unwrap();
+    for zero in ["--prompt", "--gen", "--repetitions", "--prefill-chunk"] {
+        let o = gattn_cpu(&["bench", "-m", model, zero, "0"]);
+        expect_exit(&o, 2);
+        assert!(stderr(&o).contains(zero), "{zero}: {}", stderr(&o));
+    }
+    // The tiny preset holds 4096 positions.
+    let o = gattn_cpu(&["bench", "-m", model, "--depth", "4090", "--gen", "10"]);
+    expect_exit(&o, 1);
+    assert!(
+        stderr(&o).contains("--depth 4090 + --gen 10 = 4100") && stderr(&o).contains("4096"),
+        "{}",
+        stderr(&o)
+    );
+    let o = gattn_cpu(&["bench", "-m", model, "--prompt", "5000"]);
+    expect_exit(&o, 1);
+    assert!(stderr(&o).contains("--prompt 5000"), "{}", stderr(&o));
+    let o = gattn_cpu(&["bench", "-m", "/nonexistent/model"]);
+    expect_exit(&o, 1);
+    assert!(stderr(&o).contains("/nonexistent/model"), "{}", stderr(&o));
 }

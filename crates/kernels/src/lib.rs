@@ -4,8 +4,10 @@
 //!   and every fast kernel has a proptest comparing it with its reference.
 //! - `dispatch`: the one place that decides, once at start-up, which SIMD level runs.
 //! - `matmul`, `attention`: the fast kernels (microkernels, packing/blocking and dispatch kept apart).
+//! - `bandwidth`: the read-bandwidth probe that speeds are reported against (the roofline).
 
 pub mod attention;
+pub mod bandwidth;
 pub mod dispatch;
 pub mod matmul;
 pub mod reference;

@@ -1,6 +1,7 @@
 //! Qwen3 with the optional output gate of "Gated Attention for Large Language Models":
 //! config, weights, KV cache, the forward pass, sampling, tokenizer and random checkpoints.
 
+pub mod bench;
 pub mod builtin;
 pub mod config;
 pub mod error;
@@ -19,6 +20,7 @@ pub mod scratch;
 pub mod tokenizer;
 pub mod weights;
 
+pub use bench::{BenchReport, BenchSettings, run_bench};
 pub use builtin::{BuiltinModel, ModelSource};
 pub use config::{GateMode, Qwen3Config, RopeScaling};
 pub use error::{ModelError, Result};

@@ -240,7 +240,9 @@ impl Qwen3Model {
         assert_eq!(stats.len(), self.layers.len(), "one LayerStats per layer");
         let mut logits = Vec::new();
         let probes = Probes::Stats(stats);
-        self.forward_chunked(tokens, cache, logits_for, &mut logits, probes, &mut |_| true)?;
+        self.forward_chunked(tokens, cache, logits_for, &mut logits, probes, &mut |_| {
+            true
+        })?;
         Ok(logits)
     }
 

@@ -1,6 +1,7 @@
 //! One file per subcommand; what they share lives here.
 
 pub mod attn_map;
+pub mod bench;
 pub mod info;
 pub mod init;
 pub mod logits;

@@ -1,9 +1,9 @@
 //! Read-bandwidth probe: how fast this machine streams memory that is not in any cache.
 //!
-//! Benches print their figures as a ratio to this number, measured in the same run, so a noisy
-//! shared machine moves both sides together. The buffer is far larger than the last-level cache,
-//! each thread sums its own contiguous slice (the access pattern of a row-parallel mat-vec), and
-//! the median of several passes is returned.
+//! Benches and `gattn-cpu bench` print their figures as a ratio to this number, measured in the
+//! same run, so a noisy shared machine moves both sides together. The buffer is far larger than
+//! the last-level cache, each thread sums its own contiguous slice (the access pattern of a
+//! row-parallel mat-vec), and the median of several passes is returned.
 
 use std::time::Instant;
 
@@ -23,32 +23,34 @@ pub fn measure_read_bandwidth_gbps_with(threads: usize, bytes: usize, passes: us
         .num_threads(threads)
         .build()
         .expect("building a rayon pool for the bandwidth probe");
+    pool.install(|| measure_read_bandwidth_gbps_in_current_pool(bytes, passes))
+}
+
+/// The probe on the rayon pool the caller runs in (one slice per worker), e.g. the global pool a
+/// command sized with `--threads`, so the probe and the measured work use the same threads.
+pub fn measure_read_bandwidth_gbps_in_current_pool(bytes: usize, passes: usize) -> f64 {
+    use rayon::prelude::*;
+    let threads = rayon::current_num_threads().max(1);
     let words = (bytes / 8).max(threads * 64);
     // Filled by the threads that will read it, so pages are resident before timing starts.
     let mut buffer = vec![0u64; words];
     let slice_len = words.div_ceil(threads);
-    pool.install(|| {
-        use rayon::prelude::*;
-        buffer
-            .par_chunks_mut(slice_len)
-            .enumerate()
-            .for_each(|(i, chunk)| {
-                for (j, w) in chunk.iter_mut().enumerate() {
-                    *w = (i * 31 + j) as u64;
-                }
-            });
-    });
+    buffer
+        .par_chunks_mut(slice_len)
+        .enumerate()
+        .for_each(|(i, chunk)| {
+            for (j, w) in chunk.iter_mut().enumerate() {
+                *w = (i * 31 + j) as u64;
+            }
+        });
     let mut rates = Vec::with_capacity(passes);
     let mut checksum = 0u64;
     for _ in 0..passes.max(1) {
         let start = Instant::now();
-        let sum = pool.install(|| {
-            use rayon::prelude::*;
-            buffer
-                .par_chunks(slice_len)
-                .map(sum_words)
-                .reduce(|| 0, u64::wrapping_add)
-        });
+        let sum = buffer
+            .par_chunks(slice_len)
+            .map(sum_words)
+            .reduce(|| 0, u64::wrapping_add);
         let seconds = start.elapsed().as_secs_f64();
         checksum = checksum.wrapping_add(sum);
         rates.push((words * 8) as f64 / seconds / 1e9);

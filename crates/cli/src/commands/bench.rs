@@ -1,0 +1,124 @@
+//! `gattn-cpu bench`: prefill and decode speed against the read-bandwidth roofline, as text or JSON.
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+use gattn_model::bench::{BenchReport, BenchSettings, PROBE_BYTES, PROBE_PASSES, memory_plan};
+use gattn_model::{Qwen3Config, available_memory, run_bench};
+
+use crate::args::BenchArgs;
+use crate::commands::{load_model, model_dir};
+
+/// The JSON document: the checkpoint directory beside the report.
+#[derive(Serialize)]
+struct BenchOutput<'a> {
+    model_dir: String,
+    #[serde(flatten)]
+    report: &'a BenchReport,
+}
+
+pub fn run(args: BenchArgs) -> Result<()> {
+    let dir = &model_dir(&args.model.model)?;
+    let config = Qwen3Config::from_dir(dir)
+        .with_context(|| format!("cannot load the model in {}", dir.display()))?;
+    let settings = BenchSettings {
+        prompt_tokens: args.prompt_tokens as usize,
+        gen_tokens: args.gen_tokens as usize,
+        depth: args.depth,
+        repetitions: args.repetitions as usize,
+        prefill_chunk: args.model.load.prefill_chunk,
+        seed: args.seed,
+        probe_bytes: PROBE_BYTES,
+        probe_passes: PROBE_PASSES,
+    };
+    settings.validate(&config)?;
+    // Checked before the weights and the cache are allocated, as `run` does.
+    memory_plan(
+        &config,
+        args.model.load.weights.resolve(dir)?,
+        args.model.load.kv.dtype(),
+        &settings,
+    )
+    .check_fits(available_memory(), settings.context())?;
+
+    let model = load_model(&args.model, dir)?;
+    let report = run_bench(&model, &settings)?;
+    if args.json {
+        let output = BenchOutput {
+            model_dir: dir.display().to_string(),
+            report: &report,
+        };
+        println!("{}", serde_json::to_string_pretty(&output)?);
+    } else {
+        print_summary(&dir.display().to_string(), &report);
+    }
+    Ok(())
+}
+
+fn print_summary(dir: &str, r: &BenchReport) {
+    let (s, m) = (&r.settings, &r.model);
+    println!(
+        "model:      {dir} (gate {}, {} layers, hidden {}, {:.1} M parameters)",
+        m.gate,
+        m.layers,
+        m.hidden_size,
+        m.parameters as f64 / 1e6
+    );
+    println!(
+        "setup:      weights {}, KV {}, SIMD {} ({}), {} threads of {}",
+        m.weights,
+        m.kv,
+        r.machine.simd,
+        r.machine.simd_reason,
+        r.machine.threads,
+        r.machine.machine_threads
+    );
+    let p = &r.prefill.tokens_per_second;
+    println!(
+        "prefill:    {} tokens in chunks of {}: {:.2} tok/s median (min {:.2}, max {:.2}) over {} repetitions",
+        r.prefill.tokens, s.prefill_chunk, p.median, p.min, p.max, s.repetitions
+    );
+    let d = &r.decode.tokens_per_second;
+    println!(
+        "decode:     {} tokens after {} cached: {:.3} tok/s median (p10 {:.3}, p90 {:.3}), {:.1} ms/token",
+        r.decode.tokens, r.decode.depth, d.median, d.p10, d.p90, r.decode.median_ms_per_token
+    );
+    let t = &r.bytes_per_token;
+    println!(
+        "per token:  {} read = weights {} + KV {} (mean KV length {:.1})",
+        gb(t.total_bytes),
+        gb(t.weight_bytes),
+        gb(t.kv_bytes),
+        r.decode.mean_kv_len
+    );
+    let b = &r.bandwidth;
+    println!(
+        "bandwidth:  {:.2} GB/s read (probes {:.2} before and {:.2} after the decode; {} x {} passes)",
+        b.mean_gbps,
+        b.before_gbps,
+        b.after_gbps,
+        gib(s.probe_bytes as u64),
+        s.probe_passes
+    );
+    println!(
+        "roofline:   {:.3} tok/s decode; achieved {:.3} of it",
+        r.roofline.decode_tokens_per_second, r.roofline.ratio
+    );
+    let mem = &r.memory;
+    println!(
+        "memory:     peak RSS {}; planned {} (weights {} + KV cache {} + scratch {})",
+        mem.peak_rss_bytes.map_or("n/a".to_string(), gib),
+        gib(mem.planned_bytes),
+        gib(mem.planned_weight_bytes),
+        gib(mem.planned_kv_cache_bytes),
+        gib(mem.planned_scratch_bytes)
+    );
+}
+
+fn gb(bytes: u64) -> String {
+    format!("{:.4} GB", bytes as f64 / 1e9)
+}
+
+fn gib(bytes: u64) -> String {
+    format!("{:.2} GiB", bytes as f64 / (1u64 << 30) as f64)
+}

@@ -1,0 +1,321 @@
+//! `gattn-cpu bench`'s measurements: prefill and decode speed, peak memory, the bytes each decode
+//! token reads, and the read bandwidth measured in the same run, giving achieved / roofline speed.
+//!
+//! Only the public model API is used (`new_cache`, `forward` with `LogitsFor::Last`), so the
+//! figures are those of what `run` does. The command line formats the [`BenchReport`].
+
+pub mod rss;
+pub mod spread;
+pub mod traffic;
+
+use std::time::Instant;
+
+use gattn_kernels::bandwidth::measure_read_bandwidth_gbps_in_current_pool;
+use gattn_kernels::dispatch::dispatch_choice;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+
+use crate::config::Qwen3Config;
+use crate::error::{ModelError, Result};
+use crate::kv_cache::KvCache;
+use crate::memory::MemoryPlan;
+use crate::model::{LogitsFor, Qwen3Model};
+pub use spread::Spread;
+pub use traffic::DecodeTraffic;
+
+/// Bytes the bandwidth probe streams per pass: 32x a 32 MiB L3, as large as a layer group.
+pub const PROBE_BYTES: usize = 1 << 30;
+/// Passes of the probe; their median is reported.
+pub const PROBE_PASSES: usize = 5;
+
+/// What to measure.
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchSettings {
+    /// Prompt tokens of the timed prefill (random ids, from a fresh cache).
+    pub prompt_tokens: usize,
+    /// Tokens decoded (greedy) and timed one by one.
+    pub gen_tokens: usize,
+    /// Tokens in the cache before the timed decode (filled by an untimed chunked prefill).
+    pub depth: usize,
+    /// Timed prefills; the median is reported.
+    pub repetitions: usize,
+    /// Tokens per forward call when prefilling.
+    pub prefill_chunk: usize,
+    /// Seed of the random token ids.
+    pub seed: u64,
+    /// Bytes per pass of the bandwidth probe, and passes.
+    pub probe_bytes: usize,
+    pub probe_passes: usize,
+}
+
+impl BenchSettings {
+    /// Tokens the largest cache of the run holds (the prefill's, or depth + gen).
+    pub fn context(&self) -> usize {
+        self.prompt_tokens.max(self.depth + self.gen_tokens)
+    }
+
+    /// Refuses counts of zero and runs that exceed the model's context, naming the flags.
+    pub fn validate(&self, config: &Qwen3Config) -> Result<()> {
+        for (flag, value) in [
+            ("--prompt", self.prompt_tokens),
+            ("--gen", self.gen_tokens),
+            ("--repetitions", self.repetitions),
+            ("--prefill-chunk", self.prefill_chunk),
+        ] {
+            if value == 0 {
+                return Err(ModelError::InvalidArgument(format!(
+                    "{flag} must be at least 1"
+                )));
+            }
+        }
+        let max = config.max_position_embeddings;
+        if self.prompt_tokens > max {
+            return Err(ModelError::InvalidArgument(format!(
+                "--prompt {} exceeds the model's context of {max} tokens (max_position_embeddings)",
+                self.prompt_tokens
+            )));
+        }
+        if self.depth + self.gen_tokens > max {
+            return Err(ModelError::InvalidArgument(format!(
+                "--depth {} + --gen {} = {} exceeds the model's context of {max} tokens (max_position_embeddings)",
+                self.depth,
+                self.gen_tokens,
+                self.depth + self.gen_tokens
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Everything one `bench` run measured, with its settings.
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchReport {
+    pub settings: BenchSettings,
+    pub model: ModelSummary,
+    pub machine: MachineSummary,
+    pub prefill: PrefillReport,
+    pub decode: DecodeReport,
+    /// Bytes one decode token reads (weights + KV at the mean depth of the measured tokens).
+    pub bytes_per_token: DecodeTraffic,
+    pub bandwidth: BandwidthReport,
+    pub roofline: Roofline,
+    pub memory: MemoryReport,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelSummary {
+    pub gate: &'static str,
+    pub layers: usize,
+    pub hidden_size: usize,
+    pub parameters: u64,
+    /// `--weights`: f32, bf16 or int8.
+    pub weights: &'static str,
+    /// `--kv`: the KV-cache storage.
+    pub kv: &'static str,
+    /// Bytes of weights held (the embedding table and a tied lm_head counted once).
+    pub weight_bytes: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MachineSummary {
+    /// The SIMD level the kernels dispatch to, and why.
+    pub simd: &'static str,
+    pub simd_reason: String,
+    /// Worker threads of the run (and of the probe).
+    pub threads: usize,
+    /// Hardware threads the machine offers.
+    pub machine_threads: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PrefillReport {
+    pub tokens: usize,
+    /// Per repetition, prompt tokens / wall seconds of the chunked prefill.
+    pub tokens_per_second: Spread,
+    pub seconds: Vec<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DecodeReport {
+    pub depth: usize,
+    pub tokens: usize,
+    /// KV rows the measured tokens attend over, on average.
+    pub mean_kv_len: f64,
+    /// Per token, 1 / its wall time (forward + argmax).
+    pub tokens_per_second: Spread,
+    pub median_ms_per_token: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BandwidthReport {
+    /// Median read bandwidth (1e9 bytes/s) of the probe right before and right after the decode.
+    pub before_gbps: f64,
+    pub after_gbps: f64,
+    pub mean_gbps: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Roofline {
+    /// Read bandwidth / bytes per decode token: the decode speed if only memory traffic counted.
+    pub decode_tokens_per_second: f64,
+    /// Achieved median decode tokens/s / roofline tokens/s.
+    pub ratio: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MemoryReport {
+    /// VmHWM (Linux), the bandwidth probe's transient buffer excluded; `None` elsewhere.
+    pub peak_rss_bytes: Option<u64>,
+    /// What `MemoryPlan` computed for this run's largest context.
+    pub planned_bytes: u64,
+    pub planned_weight_bytes: u64,
+    pub planned_kv_cache_bytes: u64,
+    pub planned_scratch_bytes: u64,
+}
+
+/// The memory plan of a run with `settings` (checked against free memory before loading).
+pub fn memory_plan(
+    config: &Qwen3Config,
+    model_format: crate::WeightFormat,
+    kv: crate::KvDtype,
+    settings: &BenchSettings,
+) -> MemoryPlan {
+    MemoryPlan::new(
+        config,
+        model_format,
+        kv,
+        settings.context(),
+        settings.prefill_chunk,
+    )
+}
+
+/// Runs the measurements on `model` in the current rayon pool.
+pub fn run_bench(model: &Qwen3Model, settings: &BenchSettings) -> Result<BenchReport> {
+    settings.validate(&model.config)?;
+    let config = &model.config;
+    let mut rng = StdRng::seed_from_u64(settings.seed);
+    let mut random_tokens = |n: usize| -> Vec<u32> {
+        (0..n)
+            .map(|_| rng.random_range(0..config.vocab_size as u32))
+            .collect()
+    };
+
+    let prompt = random_tokens(settings.prompt_tokens);
+    let mut prefill_seconds = Vec::with_capacity(settings.repetitions);
+    for _ in 0..settings.repetitions {
+        let mut cache = model.new_cache(settings.prompt_tokens);
+        let start = Instant::now();
+        prefill(model, &prompt, settings.prefill_chunk, &mut cache)?;
+        prefill_seconds.push(start.elapsed().as_secs_f64());
+    }
+    let prefill_rates: Vec<f64> = prefill_seconds
+        .iter()
+        .map(|s| settings.prompt_tokens as f64 / s)
+        .collect();
+
+    let mut cache = model.new_cache(settings.depth + settings.gen_tokens);
+    let context = random_tokens(settings.depth);
+    let mut token = match prefill(model, &context, settings.prefill_chunk, &mut cache)? {
+        Some(logits) => argmax(&logits),
+        None => random_tokens(1)[0],
+    };
+    // The probe allocates and touches its own buffer: read the peak before it, and reset the
+    // peak after it, so the figure is the model's.
+    let peak_before_probe = rss::peak_rss_bytes();
+    let probe =
+        || measure_read_bandwidth_gbps_in_current_pool(settings.probe_bytes, settings.probe_passes);
+    let before_gbps = probe();
+    let reset = rss::reset_peak_rss();
+    let mut decode_seconds = Vec::with_capacity(settings.gen_tokens);
+    let mut logits = Vec::new();
+    for _ in 0..settings.gen_tokens {
+        let start = Instant::now();
+        model.forward_into(&[token], &mut cache, LogitsFor::Last, &mut logits)?;
+        token = argmax(&logits);
+        decode_seconds.push(start.elapsed().as_secs_f64());
+    }
+    let peak_decode = if reset { rss::peak_rss_bytes() } else { None };
+    let after_gbps = probe();
+    drop(cache);
+
+    let decode_rates: Vec<f64> = decode_seconds.iter().map(|s| 1.0 / s).collect();
+    let decode_spread = Spread::of(&decode_rates);
+    let traffic = DecodeTraffic::of_decode(model, settings.depth, settings.gen_tokens);
+    let mean_gbps = 0.5 * (before_gbps + after_gbps);
+    let roofline_tps = mean_gbps * 1e9 / traffic.total_bytes as f64;
+    let plan = memory_plan(config, model.format, model.kv_dtype, settings);
+    let choice = dispatch_choice();
+    Ok(BenchReport {
+        settings: settings.clone(),
+        model: ModelSummary {
+            gate: config.gate.name(),
+            layers: config.num_hidden_layers,
+            hidden_size: config.hidden_size,
+            parameters: config.parameter_count(),
+            weights: model.format.name(),
+            kv: model.kv_dtype.name(),
+            weight_bytes: model.weight_bytes() as u64,
+        },
+        machine: MachineSummary {
+            simd: choice.level.name(),
+            simd_reason: choice.reason.clone(),
+            threads: rayon::current_num_threads(),
+            machine_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        },
+        prefill: PrefillReport {
+            tokens: settings.prompt_tokens,
+            tokens_per_second: Spread::of(&prefill_rates),
+            seconds: prefill_seconds,
+        },
+        decode: DecodeReport {
+            depth: settings.depth,
+            tokens: settings.gen_tokens,
+            mean_kv_len: traffic::mean_kv_len(settings.depth, settings.gen_tokens),
+            tokens_per_second: decode_spread,
+            median_ms_per_token: 1e3 * Spread::of(&decode_seconds).median,
+        },
+        bytes_per_token: traffic,
+        bandwidth: BandwidthReport {
+            before_gbps,
+            after_gbps,
+            mean_gbps,
+        },
+        roofline: Roofline {
+            decode_tokens_per_second: roofline_tps,
+            ratio: decode_spread.median / roofline_tps,
+        },
+        memory: MemoryReport {
+            peak_rss_bytes: peak_before_probe.max(peak_decode),
+            planned_bytes: plan.total(),
+            planned_weight_bytes: plan.weight_bytes,
+            planned_kv_cache_bytes: plan.kv_cache_bytes,
+            planned_scratch_bytes: plan.scratch_bytes,
+        },
+    })
+}
+
+/// Feeds `tokens` through the model `chunk` at a time; the last chunk's logits (None if empty).
+fn prefill(
+    model: &Qwen3Model,
+    tokens: &[u32],
+    chunk: usize,
+    cache: &mut KvCache,
+) -> Result<Option<Vec<f32>>> {
+    let mut logits = None;
+    for part in tokens.chunks(chunk) {
+        logits = Some(model.forward(part, cache, LogitsFor::Last)?);
+    }
+    Ok(logits)
+}
+
+/// Greedy choice (the first of equal maxima).
+fn argmax(logits: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, &v) in logits.iter().enumerate() {
+        if v > logits[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
