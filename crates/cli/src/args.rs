@@ -107,7 +107,8 @@ pub struct LoadArgs {
     #[arg(long, value_enum, default_value_t = WeightsArg::Auto)]
     pub weights: WeightsArg,
     /// Most prompt tokens one forward pass runs (longer prompts are split into chunks)
-    #[arg(long, default_value_t = gattn_model::DEFAULT_PREFILL_CHUNK)]
+    #[arg(long, default_value_t = gattn_model::DEFAULT_PREFILL_CHUNK,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub prefill_chunk: usize,
     /// Override the checkpoint's RoPE scaling: none, linear:FACTOR or yarn:FACTOR[:ORIGINAL]
     /// (e.g. yarn:4 over 32768 positions for 131072 tokens, as Qwen3's documentation does)

@@ -76,6 +76,7 @@ fn max_abs_hidden_is_the_largest_residual_activation() {
     model.embed_tokens.forward(tokens, &mut hidden).unwrap();
     let rope = model.rope.angles(0, n);
     let mut cache = model.new_cache(n);
+    let mut scratch = gattn_model::scratch::LayerScratch::default();
     for (index, layer) in model.layers.iter().enumerate() {
         layer
             .forward(
@@ -85,6 +86,7 @@ fn max_abs_hidden_is_the_largest_residual_activation() {
                 cache.layer_mut(index),
                 AttentionPath::Fused,
                 LayerProbe::None,
+                &mut scratch,
             )
             .unwrap();
         let (position, max) = hidden

@@ -83,9 +83,6 @@ pub fn load_model(args: &ModelArgs, dir: &Path) -> Result<Qwen3Model> {
 }
 
 pub fn load_model_as(dir: &Path, load: &LoadArgs) -> Result<Qwen3Model> {
-    if load.prefill_chunk == 0 {
-        bail!("--prefill-chunk must be at least 1");
-    }
     let mut model = Qwen3Model::load_as(dir, load.weights.format())
         .with_context(|| format!("cannot load the model in {}", dir.display()))?;
     model.kv_dtype = load.kv.dtype();
