@@ -114,7 +114,7 @@ fn last_logits_equal_the_last_row_of_all() {
 #[test]
 fn bf16_and_int8_kv_caches_stay_close_to_the_oracle() {
     for name in ["baseline_gqa_tied_f32", "headwise_gqa", "elementwise_mha"] {
-        let fixture = Fixture::load(&name);
+        let fixture = Fixture::load(name);
         check_full_prefill_with(
             &fixture,
             WeightFormat::F32,

@@ -267,7 +267,7 @@ pub struct BenchArgs {
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum WeightsArg {
-    /// The checkpoint's own precision where a SIMD kernel takes it (bf16), else f32
+    /// The checkpoint's own: int8 for a quantized checkpoint, bf16 (in place) for bf16, else f32
     Auto,
     /// The naive reference kernels (the oracle)
     F32,

@@ -84,19 +84,24 @@ impl MemoryPlan {
     }
 }
 
-/// Bytes this process can still allocate: `MemAvailable` of /proc/meminfo, capped by a cgroup
-/// (v2 or v1) memory limit; `None` where neither can be read (then no check is made).
-pub fn available_memory() -> Option<u64> {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let available_kib: u64 = meminfo
+/// A `NAME:   1234 kB` line of a /proc file, in bytes.
+pub(crate) fn proc_field_bytes(file: &str, name: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(file).ok()?;
+    let kib: u64 = text
         .lines()
-        .find_map(|line| line.strip_prefix("MemAvailable:"))?
+        .find_map(|line| line.strip_prefix(name))?
         .trim()
         .trim_end_matches("kB")
         .trim()
         .parse()
         .ok()?;
-    let mut available = available_kib * 1024;
+    Some(kib * 1024)
+}
+
+/// Bytes this process can still allocate: `MemAvailable` of /proc/meminfo, capped by a cgroup
+/// (v2 or v1) memory limit; `None` where neither can be read (then no check is made).
+pub fn available_memory() -> Option<u64> {
+    let mut available = proc_field_bytes("/proc/meminfo", "MemAvailable:")?;
     for limit_file in [
         "/sys/fs/cgroup/memory.max",
         "/sys/fs/cgroup/memory/memory.limit_in_bytes",

@@ -3,16 +3,7 @@
 /// `VmHWM` of /proc/self/status ("high water mark" of the resident set: anonymous memory plus the
 /// touched pages of mapped files, so mmapped bf16 weights count), in bytes; `None` off Linux.
 pub fn peak_rss_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let kib: u64 = status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kib * 1024)
+    crate::memory::proc_field_bytes("/proc/self/status", "VmHWM:")
 }
 
 /// Lowers the peak to the current resident set (writing 5 to /proc/self/clear_refs, Linux 4.0+),

@@ -58,7 +58,7 @@ pub fn write_safetensors(
     let mut header_bytes =
         serde_json::to_vec(&Value::Object(header)).expect("JSON of strings and numbers");
     // Pad with spaces so tensor data starts 8-byte aligned (zero-copy bf16/f32 views).
-    while header_bytes.len() % 8 != 0 {
+    while !header_bytes.len().is_multiple_of(8) {
         header_bytes.push(b' ');
     }
     let mut out = BufWriter::with_capacity(1 << 20, File::create(path).map_err(io_error)?);
