@@ -30,13 +30,15 @@ fn load(model: BuiltinModel) -> (tempfile::TempDir, Qwen3Model, Vec<u32>) {
 #[test]
 fn streamed_sink_share_equals_the_materialized_maps_in_any_chunking() {
     for builtin in [BuiltinModel::Baseline, BuiltinModel::Elementwise] {
-        let (_cache, model, tokens) = load(builtin);
+        let (_cache, mut model, tokens) = load(builtin);
         let n = tokens.len();
         assert!(n > 512, "the prompt spans several chunks: {n} tokens");
         let layers: Vec<usize> = (0..model.layers.len()).collect();
         let maps = head_averaged_maps(&model, &tokens, &layers).unwrap();
-        let whole = sink_statistics(&model, &tokens, n).unwrap();
-        let chunked = sink_statistics(&model, &tokens, 7).unwrap();
+        model.prefill_chunk = n;
+        let whole = sink_statistics(&model, &tokens).unwrap();
+        model.prefill_chunk = 7;
+        let chunked = sink_statistics(&model, &tokens).unwrap();
         for (layer, map) in maps.iter().enumerate() {
             let from_maps = (0..n).map(|q| map.probs[q * n] as f64).sum::<f64>() / n as f64;
             for stats in [&whole[layer], &chunked[layer]] {
@@ -66,10 +68,11 @@ fn streamed_sink_share_equals_the_materialized_maps_in_any_chunking() {
 /// that sum to one.
 #[test]
 fn max_abs_hidden_is_the_largest_residual_activation() {
-    let (_cache, model, tokens) = load(BuiltinModel::Headwise);
+    let (_cache, mut model, tokens) = load(BuiltinModel::Headwise);
     let tokens = &tokens[..40];
     let n = tokens.len();
-    let stats = sink_statistics(&model, tokens, 16).unwrap();
+    model.prefill_chunk = 16;
+    let stats = sink_statistics(&model, tokens).unwrap();
 
     let h = model.config.hidden_size;
     let mut hidden = vec![0.0; n * h];

@@ -7,7 +7,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use clap::Args;
 
-use gattn_eval::analysis::{SINK_CHUNK_TOKENS, SinkReport, sink_report, sink_table};
+use gattn_eval::analysis::{SinkReport, sink_report, sink_table};
 use gattn_model::{MemoryPlan, available_memory};
 
 use crate::args::{ModelsArgs, PromptArgs};
@@ -37,7 +37,7 @@ pub fn run(args: SinkArgs) -> Result<()> {
             args.models.load.weights.resolve(&dir)?,
             args.models.load.kv.dtype(),
             tokens.len(),
-            tokens.len().min(SINK_CHUNK_TOKENS),
+            tokens.len().min(args.models.load.prefill_chunk),
         )
         .check_fits(available_memory(), tokens.len())?;
         let model = load_model_as(&dir, &args.models.load)?;

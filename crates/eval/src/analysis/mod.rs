@@ -22,6 +22,4 @@ pub use heatmap::{
 pub use labels::token_labels;
 pub use layers::parse_layers;
 pub use maps::{LayerMap, MAX_MAP_TOKENS, head_averaged_maps};
-pub use sink::{
-    LayerSink, SINK_CHUNK_TOKENS, SinkReport, sink_report, sink_statistics, sink_table,
-};
+pub use sink::{LayerSink, SinkReport, sink_report, sink_statistics, sink_table};

@@ -5,9 +5,6 @@ use gattn_model::{LayerStats, LogitsFor, Qwen3Model};
 use crate::analysis::AnalysisError;
 use crate::analysis::maps::check_positions;
 
-/// Tokens per forward call in [`sink_statistics`]: activations stay bounded whatever the prompt.
-pub const SINK_CHUNK_TOKENS: usize = 512;
-
 /// One model's sink, gate and activation statistics over one prompt.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SinkReport {
@@ -39,19 +36,17 @@ pub struct LayerSink {
     pub max_abs_position: usize,
 }
 
-/// Streams `tokens` through the model, [`SINK_CHUNK_TOKENS`] at a time, and returns each layer's
-/// statistics from the fused kernel's accumulators: no `tokens x tokens` map is ever built.
+/// Streams `tokens` through the model (in chunks of its `prefill_chunk`, so activations stay
+/// bounded whatever the prompt) and returns each layer's statistics from the fused kernel's
+/// accumulators: no `tokens x tokens` map is ever built.
 pub fn sink_statistics(
     model: &Qwen3Model,
     tokens: &[u32],
-    chunk: usize,
 ) -> Result<Vec<LayerStats>, AnalysisError> {
     check_positions(model, tokens.len())?;
     let mut cache = model.new_cache(tokens.len());
     let mut stats = vec![LayerStats::default(); model.layers.len()];
-    for part in tokens.chunks(chunk.max(1)) {
-        model.forward_with_stats(part, &mut cache, LogitsFor::Last, &mut stats)?;
-    }
+    model.forward_with_stats(tokens, &mut cache, LogitsFor::Last, &mut stats)?;
     Ok(stats)
 }
 
@@ -61,7 +56,7 @@ pub fn sink_report(
     model: &Qwen3Model,
     tokens: &[u32],
 ) -> Result<SinkReport, AnalysisError> {
-    let stats = sink_statistics(model, tokens, SINK_CHUNK_TOKENS)?;
+    let stats = sink_statistics(model, tokens)?;
     let layers = stats
         .iter()
         .enumerate()

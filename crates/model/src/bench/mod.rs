@@ -18,7 +18,6 @@ use serde::Serialize;
 
 use crate::config::Qwen3Config;
 use crate::error::{ModelError, Result};
-use crate::kv_cache::KvCache;
 use crate::memory::MemoryPlan;
 use crate::model::{LogitsFor, Qwen3Model};
 pub use spread::Spread;
@@ -40,7 +39,8 @@ pub struct BenchSettings {
     pub depth: usize,
     /// Timed prefills; the median is reported.
     pub repetitions: usize,
-    /// Tokens per forward call when prefilling.
+    /// Tokens per forward chunk when prefilling: the model's `prefill_chunk`, which does the
+    /// chunking (here for the memory plan made before loading, and the report).
     pub prefill_chunk: usize,
     /// Seed of the random token ids.
     pub seed: u64,
@@ -206,7 +206,7 @@ pub fn run_bench(model: &Qwen3Model, settings: &BenchSettings) -> Result<BenchRe
     for _ in 0..settings.repetitions {
         let mut cache = model.new_cache(settings.prompt_tokens);
         let start = Instant::now();
-        prefill(model, &prompt, settings.prefill_chunk, &mut cache)?;
+        model.forward(&prompt, &mut cache, LogitsFor::Last)?;
         prefill_seconds.push(start.elapsed().as_secs_f64());
     }
     let prefill_rates: Vec<f64> = prefill_seconds
@@ -216,9 +216,10 @@ pub fn run_bench(model: &Qwen3Model, settings: &BenchSettings) -> Result<BenchRe
 
     let mut cache = model.new_cache(settings.depth + settings.gen_tokens);
     let context = random_tokens(settings.depth);
-    let mut token = match prefill(model, &context, settings.prefill_chunk, &mut cache)? {
-        Some(logits) => argmax(&logits),
-        None => random_tokens(1)[0],
+    let mut token = if context.is_empty() {
+        random_tokens(1)[0]
+    } else {
+        argmax(&model.forward(&context, &mut cache, LogitsFor::Last)?)
     };
     // The probe allocates and touches its own buffer: read the peak before it, and reset the
     // peak after it, so the figure is the model's.
@@ -247,7 +248,10 @@ pub fn run_bench(model: &Qwen3Model, settings: &BenchSettings) -> Result<BenchRe
     let plan = memory_plan(config, model.format, model.kv_dtype, settings);
     let choice = dispatch_choice();
     Ok(BenchReport {
-        settings: settings.clone(),
+        settings: BenchSettings {
+            prefill_chunk: model.prefill_chunk,
+            ..settings.clone()
+        },
         model: ModelSummary {
             gate: config.gate.name(),
             layers: config.num_hidden_layers,
@@ -296,18 +300,6 @@ pub fn run_bench(model: &Qwen3Model, settings: &BenchSettings) -> Result<BenchRe
 }
 
 /// Feeds `tokens` through the model `chunk` at a time; the last chunk's logits (None if empty).
-fn prefill(
-    model: &Qwen3Model,
-    tokens: &[u32],
-    chunk: usize,
-    cache: &mut KvCache,
-) -> Result<Option<Vec<f32>>> {
-    let mut logits = None;
-    for part in tokens.chunks(chunk) {
-        logits = Some(model.forward(part, cache, LogitsFor::Last)?);
-    }
-    Ok(logits)
-}
 
 /// Greedy choice (the first of equal maxima).
 fn argmax(logits: &[f32]) -> u32 {
