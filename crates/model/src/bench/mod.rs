@@ -299,8 +299,6 @@ pub fn run_bench(model: &Qwen3Model, settings: &BenchSettings) -> Result<BenchRe
     })
 }
 
-/// Feeds `tokens` through the model `chunk` at a time; the last chunk's logits (None if empty).
-
 /// Greedy choice (the first of equal maxima).
 fn argmax(logits: &[f32]) -> u32 {
     let mut best = 0;
