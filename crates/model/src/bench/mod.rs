@@ -20,6 +20,7 @@ use crate::config::Qwen3Config;
 use crate::error::{ModelError, Result};
 use crate::memory::MemoryPlan;
 use crate::model::{LogitsFor, Qwen3Model};
+use crate::sampling::argmax;
 pub use spread::Spread;
 pub use traffic::DecodeTraffic;
 
@@ -297,15 +298,4 @@ pub fn run_bench(model: &Qwen3Model, settings: &BenchSettings) -> Result<BenchRe
             planned_scratch_bytes: plan.scratch_bytes,
         },
     })
-}
-
-/// Greedy choice (the first of equal maxima).
-fn argmax(logits: &[f32]) -> u32 {
-    let mut best = 0;
-    for (i, &v) in logits.iter().enumerate() {
-        if v > logits[best] {
-            best = i;
-        }
-    }
-    best as u32
 }
