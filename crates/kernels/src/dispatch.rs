@@ -7,6 +7,8 @@
 use std::fmt;
 use std::sync::OnceLock;
 
+use pulp::{Simd, WithSimd};
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum SimdLevel {
     /// Portable Rust, no intrinsics.
@@ -169,4 +171,31 @@ pub fn dispatch_choice() -> &'static DispatchChoice {
 /// The SIMD level every fast kernel runs at in this process.
 pub fn simd_level() -> SimdLevel {
     dispatch_choice().level
+}
+
+/// Runs a pulp kernel `op` at `level` (the generic kernels: attention, activations). The level must be supported (checked by the public entry points); if it
+/// somehow is not, the portable scalar path runs instead.
+pub(crate) fn run_at<Op: WithSimd>(level: SimdLevel, op: Op) -> Op::Output {
+    match level {
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx512 => {
+            if let Some(simd) = pulp::x86::V4::try_new() {
+                return Simd::vectorize(simd, op);
+            }
+        }
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx2 => {
+            if let Some(simd) = pulp::x86::V3::try_new() {
+                return Simd::vectorize(simd, op);
+            }
+        }
+        #[cfg(target_arch = "aarch64")]
+        SimdLevel::Neon => {
+            if let Some(simd) = pulp::aarch64::Neon::try_new() {
+                return Simd::vectorize(simd, op);
+            }
+        }
+        _ => {}
+    }
+    Simd::vectorize(pulp::Scalar::new(), op)
 }

@@ -3,13 +3,15 @@
 //! - `reference`: plain, obviously-correct f32 loops. The reference forward pass uses only these,
 //!   and every fast kernel has a proptest comparing it with its reference.
 //! - `dispatch`: the one place that decides, once at start-up, which SIMD level runs.
-//! - `matmul`, `attention`: the fast kernels (microkernels, packing/blocking and dispatch kept apart).
+//! - `matmul`, `attention`, `activations`: the fast kernels (microkernels, packing/blocking and dispatch kept apart).
 //! - `bandwidth`: the read-bandwidth probe that speeds are reported against (the roofline).
 
+pub mod activations;
 pub mod attention;
 pub mod bandwidth;
 pub mod dispatch;
 pub mod matmul;
 pub mod reference;
+mod simd_math;
 
 pub use dispatch::SimdLevel;

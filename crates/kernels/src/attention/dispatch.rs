@@ -5,8 +5,9 @@
 use super::kv::{KvDtype, KvHeadView};
 use super::microkernel::{Bf16Words, F32Words, Int8Words};
 use super::tile::{PartialRows, QueryRow, attend_range};
-use crate::SimdLevel;
 use pulp::{Simd, WithSimd};
+
+pub(crate) use crate::dispatch::run_at;
 use std::ops::Range;
 
 /// One work item: the rows of one KV head against a range of its keys.
@@ -29,31 +30,4 @@ impl WithSimd for AttendRange<'_> {
             KvDtype::Int8 => attend_range::<S, Int8Words>(simd, kv, q, rows, keys),
         }
     }
-}
-
-/// Runs `op` at `level`. The level must be supported (checked by the public entry points); if it
-/// somehow is not, the portable scalar path runs instead.
-pub(crate) fn run_at<Op: WithSimd>(level: SimdLevel, op: Op) -> Op::Output {
-    match level {
-        #[cfg(target_arch = "x86_64")]
-        SimdLevel::Avx512 => {
-            if let Some(simd) = pulp::x86::V4::try_new() {
-                return Simd::vectorize(simd, op);
-            }
-        }
-        #[cfg(target_arch = "x86_64")]
-        SimdLevel::Avx2 => {
-            if let Some(simd) = pulp::x86::V3::try_new() {
-                return Simd::vectorize(simd, op);
-            }
-        }
-        #[cfg(target_arch = "aarch64")]
-        SimdLevel::Neon => {
-            if let Some(simd) = pulp::aarch64::Neon::try_new() {
-                return Simd::vectorize(simd, op);
-            }
-        }
-        _ => {}
-    }
-    Simd::vectorize(pulp::Scalar::new(), op)
 }

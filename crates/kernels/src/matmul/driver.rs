@@ -12,6 +12,7 @@ use super::error::MatmulError;
 use super::float::{self, FloatWeight};
 use super::int8::{self, layout::ROWS, quantize::Q8Activations};
 use super::{SimdLevel, WeightMatrix};
+use crate::activations::silu_mul_in_place;
 
 pub(crate) enum Epilogue<'w, 'a> {
     None,
@@ -156,10 +157,9 @@ pub(crate) fn run(
                         job.cols,
                     );
                     for i in 0..m {
-                        for j in 0..job.cols {
-                            let gv = tmp[i * job.cols + j];
-                            *y.add(i * ld + j) *= gv / (1.0 + (-gv).exp());
-                        }
+                        let y_row = std::slice::from_raw_parts_mut(y.add(i * ld), job.cols);
+                        let gate_row = &tmp[i * job.cols..][..job.cols];
+                        silu_mul_in_place(level, gate_row, y_row);
                     }
                 });
             }
