@@ -72,7 +72,8 @@ pub enum Command {
     /// Measure prefill and decode speed against the read-bandwidth roofline
     #[command(
         after_help = "Example:\n  gattn-cpu bench -m models/rand-1.7b --weights bf16 --prompt 512 --gen 32 --depth 4096 -t 2\n  \
-        gattn-cpu bench -m /tmp/tiny --weights int8 --kv int8 -p 64 -n 16 -d 128 --json"
+        gattn-cpu bench -m /tmp/tiny --weights int8 --kv int8 -p 64 -n 16 -d 128 --json\n  \
+        gattn-cpu bench -m models/rand-1.7b-int8 --kv int8 -p 16 -n 16 -d 131072 --depth-fill synthetic --rope-scaling yarn:4"
     )]
     Bench(BenchArgs),
 }
@@ -254,6 +255,10 @@ pub struct BenchArgs {
     /// Tokens cached (by an untimed prefill) before the timed decode
     #[arg(short = 'd', long, value_name = "N", default_value_t = 0)]
     pub depth: usize,
+    /// How the --depth tokens are cached: prefill (real, slow for 32K+) or synthetic (random
+    /// keys/values written into the cache; same decode cost and memory, seconds to set up)
+    #[arg(long, value_enum, default_value_t = DepthFillArg::Prefill)]
+    pub depth_fill: DepthFillArg,
     /// Timed prefills, each on a fresh cache; the median is reported
     #[arg(short = 'r', long, value_name = "R", default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
     pub repetitions: u64,
@@ -263,6 +268,12 @@ pub struct BenchArgs {
     /// Print one JSON document instead of the text summary
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum DepthFillArg {
+    Prefill,
+    Synthetic,
 }
 
 #[derive(Clone, Copy, ValueEnum)]

@@ -550,6 +550,31 @@ fn bench_refuses_zero_counts_and_runs_beyond_the_context() {
         "{}",
         stderr(&o)
     );
+    // YaRN over the 4096 positions doubles the context the depth is checked against; the
+    // synthetic fill caches 6000 rows in every layer without a prefill.
+    let o = gattn_cpu(&[
+        "bench",
+        "-m",
+        model,
+        "--depth",
+        "6000",
+        "--gen",
+        "2",
+        "-p",
+        "2",
+        "-r",
+        "1",
+        "--depth-fill",
+        "synthetic",
+        "--rope-scaling",
+        "yarn:2",
+        "--json",
+    ]);
+    expect_exit(&o, 0);
+    let json: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("one JSON document");
+    assert_eq!(json["settings"]["depth_fill"], "synthetic");
+    assert_eq!(json["decode"]["depth"], 6000);
+    assert_eq!(json["decode"]["mean_kv_len"], 6001.5);
     let o = gattn_cpu(&["bench", "-m", model, "--prompt", "5000"]);
     expect_exit(&o, 1);
     assert!(stderr(&o).contains("--prompt 5000"), "{}", stderr(&o));

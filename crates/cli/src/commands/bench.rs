@@ -3,11 +3,13 @@
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use gattn_model::bench::{BenchReport, BenchSettings, PROBE_BYTES, PROBE_PASSES, memory_plan};
+use gattn_model::bench::{
+    BenchReport, BenchSettings, DepthFill, PROBE_BYTES, PROBE_PASSES, memory_plan,
+};
 use gattn_model::{Qwen3Config, available_memory, run_bench};
 
-use crate::args::BenchArgs;
-use crate::commands::{load_model, model_dir};
+use crate::args::{BenchArgs, DepthFillArg};
+use crate::commands::{load_model, model_dir, rope_scaling};
 
 /// The JSON document: the checkpoint directory beside the report.
 #[derive(Serialize)]
@@ -19,12 +21,20 @@ struct BenchOutput<'a> {
 
 pub fn run(args: BenchArgs) -> Result<()> {
     let dir = &model_dir(&args.model.model)?;
-    let config = Qwen3Config::from_dir(dir)
+    let mut config = Qwen3Config::from_dir(dir)
         .with_context(|| format!("cannot load the model in {}", dir.display()))?;
+    // The override can extend the context (YaRN), which --depth is checked against.
+    if let Some(scaling) = rope_scaling(args.model.load.rope_scaling.as_deref(), &config)? {
+        config.set_rope_scaling(scaling);
+    }
     let settings = BenchSettings {
         prompt_tokens: args.prompt_tokens as usize,
         gen_tokens: args.gen_tokens as usize,
         depth: args.depth,
+        depth_fill: match args.depth_fill {
+            DepthFillArg::Prefill => DepthFill::Prefill,
+            DepthFillArg::Synthetic => DepthFill::Synthetic,
+        },
         repetitions: args.repetitions as usize,
         prefill_chunk: args.model.load.prefill_chunk,
         seed: args.seed,
@@ -80,8 +90,17 @@ fn print_summary(dir: &str, r: &BenchReport) {
     );
     let d = &r.decode.tokens_per_second;
     println!(
-        "decode:     {} tokens after {} cached: {:.3} tok/s median (p10 {:.3}, p90 {:.3}), {:.1} ms/token",
-        r.decode.tokens, r.decode.depth, d.median, d.p10, d.p90, r.decode.median_ms_per_token
+        "decode:     {} tokens after {} cached ({}): {:.3} tok/s median (p10 {:.3}, p90 {:.3}), {:.1} ms/token",
+        r.decode.tokens,
+        r.decode.depth,
+        match s.depth_fill {
+            DepthFill::Prefill => "prefilled",
+            DepthFill::Synthetic => "synthetic keys/values",
+        },
+        d.median,
+        d.p10,
+        d.p90,
+        r.decode.median_ms_per_token
     );
     let t = &r.bytes_per_token;
     println!(

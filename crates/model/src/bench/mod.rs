@@ -18,6 +18,7 @@ use serde::Serialize;
 
 use crate::config::Qwen3Config;
 use crate::error::{ModelError, Result};
+use crate::kv_cache::KvCache;
 use crate::memory::MemoryPlan;
 use crate::model::{LogitsFor, Qwen3Model};
 use crate::sampling::argmax;
@@ -36,8 +37,10 @@ pub struct BenchSettings {
     pub prompt_tokens: usize,
     /// Tokens decoded (greedy) and timed one by one.
     pub gen_tokens: usize,
-    /// Tokens in the cache before the timed decode (filled by an untimed chunked prefill).
+    /// Tokens in the cache before the timed decode (filled by an untimed chunked prefill, or
+    /// synthetically: see [`DepthFill`]).
     pub depth: usize,
+    pub depth_fill: DepthFill,
     /// Timed prefills; the median is reported.
     pub repetitions: usize,
     /// Tokens per forward chunk when prefilling: the model's `prefill_chunk`, which does the
@@ -48,6 +51,18 @@ pub struct BenchSettings {
     /// Bytes per pass of the bandwidth probe, and passes.
     pub probe_bytes: usize,
     pub probe_passes: usize,
+}
+
+/// How the `depth` tokens before the timed decode get into the cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DepthFill {
+    /// A real (untimed) prefill of random tokens: exact, but 32K+ tokens take many minutes.
+    Prefill,
+    /// Pseudo-random keys and values written straight into every layer's cache: decode speed
+    /// and memory depend on how many rows attention streams, not on their values, so deep
+    /// contexts (32768, 131072) can be measured in seconds.
+    Synthetic,
 }
 
 impl BenchSettings {
@@ -216,11 +231,16 @@ pub fn run_bench(model: &Qwen3Model, settings: &BenchSettings) -> Result<BenchRe
         .collect();
 
     let mut cache = model.new_cache(settings.depth + settings.gen_tokens);
-    let context = random_tokens(settings.depth);
-    let mut token = if context.is_empty() {
-        random_tokens(1)[0]
-    } else {
-        argmax(&model.forward(&context, &mut cache, LogitsFor::Last)?)
+    let mut token = match settings.depth_fill {
+        DepthFill::Prefill if settings.depth > 0 => {
+            let context = random_tokens(settings.depth);
+            argmax(&model.forward(&context, &mut cache, LogitsFor::Last)?)
+        }
+        DepthFill::Synthetic => {
+            fill_synthetic(config, &mut cache, settings.depth, settings.seed)?;
+            random_tokens(1)[0]
+        }
+        DepthFill::Prefill => random_tokens(1)[0],
     };
     // The probe allocates and touches its own buffer: read the peak before it, and reset the
     // peak after it, so the figure is the model's.
@@ -298,4 +318,36 @@ pub fn run_bench(model: &Qwen3Model, settings: &BenchSettings) -> Result<BenchRe
             planned_scratch_bytes: plan.scratch_bytes,
         },
     })
+}
+
+/// Appends `depth` rows of pseudo-random keys and values in [-1, 1) to every layer of `cache`,
+/// a chunk at a time (so the f32 staging buffers stay small next to a 131072-token cache).
+fn fill_synthetic(
+    config: &Qwen3Config,
+    cache: &mut KvCache,
+    depth: usize,
+    seed: u64,
+) -> Result<()> {
+    const CHUNK_TOKENS: usize = 1024;
+    let row = config.kv_dim();
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed_f111);
+    let mut keys = vec![0.0f32; CHUNK_TOKENS * row];
+    let mut values = vec![0.0f32; CHUNK_TOKENS * row];
+    let mut done = 0;
+    while done < depth {
+        let n = CHUNK_TOKENS.min(depth - done);
+        for layer in 0..config.num_hidden_layers {
+            for x in keys[..n * row]
+                .iter_mut()
+                .chain(values[..n * row].iter_mut())
+            {
+                *x = rng.random_range(-1.0..1.0);
+            }
+            cache
+                .layer_mut(layer)
+                .append(&keys[..n * row], &values[..n * row], n)?;
+        }
+        done += n;
+    }
+    Ok(())
 }
