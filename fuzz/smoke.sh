@@ -22,9 +22,11 @@ for target in $targets; do
     max_len=8192
     # The int8 seed is a whole quantized tiny checkpoint (~220 KB): do not cut it.
     if [ "$target" = int8_checkpoint ]; then max_len=262144; fi
+    # One input takes milliseconds; -timeout turns a hang into a failure within 5 minutes (not
+    # libFuzzer's default 20) while tolerating the process being paused by a busy machine.
     cargo fuzz run "$target" "$scratch/$target" -- \
-        -max_total_time="$seconds" -max_len="$max_len" >"$scratch/$target.log" 2>&1 || status=$?
-    grep -E '^Done|panicked|SUMMARY|crash-' "$scratch/$target.log" || true
+        -max_total_time="$seconds" -max_len="$max_len" -timeout=300 >"$scratch/$target.log" 2>&1 || status=$?
+    grep -E '^Done|DONE|panicked|SUMMARY|crash-|timeout-|oom-' "$scratch/$target.log" || true
     if [ "$status" -ne 0 ]; then
         tail -n 60 "$scratch/$target.log" >&2
         echo "fuzz target $target failed (exit $status): crash input in fuzz/artifacts/$target/" >&2
