@@ -1,6 +1,6 @@
 //! Linear-layer kernels on Qwen3-1.7B shapes, reported against this machine's limits measured in
 //! the same run: mat-vec as GB/s of weights streamed (ratio to the read-bandwidth probe), 512-token
-//! mat-mat as GFLOP/s (int8: ratio to a measured AVX512-VNNI peak). 2 threads (rayon pool).
+//! mat-mat as GFLOP/s (int8: ratio to a measured AVX512-VNNI peak, bf16: to an AVX512-BF16 one). 2 threads (rayon pool).
 //!
 //! Mat-vec rotates over enough copies of the matrix to exceed the 32 MiB L3, as a model's layers
 //! do, so the figures are DRAM figures. `cargo bench -p gattn-benches --bench matmul -- --quick`.
@@ -111,38 +111,53 @@ impl Samples {
     }
 }
 
-/// Sustained AVX512-VNNI throughput: independent `vpdpbusd` chains on every thread, in GOP/s
-/// (one u8 x i8 multiply-add = 2 ops, as FLOP counts do).
+/// Sustained dot-product throughput: 12 independent accumulator chains of `step` on every
+/// thread, in GOP/s (`ops_per_call` per call of `step`, one multiply-add = 2 ops as FLOP counts).
+fn measure_peak_gops(threads: usize, ops_per_call: u64, chains: fn(u64) -> f32) -> f64 {
+    const ITERS: u64 = 20_000_000;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap();
+    let mut rates = Vec::new();
+    for _ in 0..5 {
+        let start = Instant::now();
+        pool.broadcast(|_| std::hint::black_box(chains(ITERS)));
+        let secs = start.elapsed().as_secs_f64();
+        rates.push((ITERS * 12 * ops_per_call * threads as u64) as f64 / secs / 1e9);
+    }
+    median(&mut rates)
+}
+
+/// AVX512-VNNI `vpdpbusd` peak (64 u8 x i8 products per instruction).
 fn measure_vnni_peak_gops(threads: usize) -> Option<f64> {
     #[cfg(target_arch = "x86_64")]
-    {
-        if !std::arch::is_x86_feature_detected!("avx512vnni") {
-            return None;
-        }
-        const ITERS: u64 = 20_000_000;
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap();
-        let mut rates = Vec::new();
-        for _ in 0..5 {
-            let start = Instant::now();
-            pool.broadcast(|_| std::hint::black_box(unsafe { vnni_chains(ITERS) }));
-            let secs = start.elapsed().as_secs_f64();
-            rates.push((ITERS * 12 * 64 * 2 * threads as u64) as f64 / secs / 1e9);
-        }
-        Some(median(&mut rates))
+    if std::arch::is_x86_feature_detected!("avx512vnni") {
+        // SAFETY: the feature was detected.
+        return Some(measure_peak_gops(threads, 64 * 2, |n| unsafe {
+            vnni_chains(n)
+        }));
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = threads;
-        None
+    let _ = threads;
+    None
+}
+
+/// AVX512-BF16 `vdpbf16ps` peak (32 bf16 products per instruction).
+fn measure_bf16_peak_gflops(threads: usize) -> Option<f64> {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512bf16") {
+        // SAFETY: the feature was detected.
+        return Some(measure_peak_gops(threads, 32 * 2, |n| unsafe {
+            bf16_chains(n)
+        }));
     }
+    let _ = threads;
+    None
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-fn vnni_chains(iters: u64) -> i32 {
+fn vnni_chains(iters: u64) -> f32 {
     use std::arch::x86_64::*;
     let a = _mm512_set1_epi8(3);
     let b = _mm512_set1_epi8(-2);
@@ -155,7 +170,32 @@ fn vnni_chains(iters: u64) -> i32 {
     let sum = acc
         .iter()
         .fold(_mm512_setzero_si512(), |s, c| _mm512_add_epi32(s, *c));
-    _mm512_reduce_add_epi32(sum)
+    _mm512_reduce_add_epi32(sum) as f32
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+fn bf16_chains(iters: u64) -> f32 {
+    use std::arch::x86_64::*;
+    // SAFETY: 512 bits of plain data either way.
+    let one: __m512bh = unsafe { std::mem::transmute(_mm512_set1_epi16(0x3f80)) };
+    let mut acc = [_mm512_setzero_ps(); 12];
+    for _ in 0..iters {
+        for c in acc.iter_mut() {
+            *c = _mm512_dpbf16_ps(*c, one, one);
+        }
+    }
+    let sum = acc
+        .iter()
+        .fold(_mm512_setzero_ps(), |s, c| _mm512_add_ps(s, *c));
+    _mm512_reduce_add_ps(sum)
+}
+
+/// The arithmetic peaks the mat-mat figures are compared with (None: not on this CPU).
+#[derive(Clone, Copy)]
+struct Peaks {
+    vnni: Option<f64>,
+    bf16: Option<f64>,
 }
 
 struct Summary {
@@ -210,7 +250,7 @@ fn bench_matvec(c: &mut Criterion, summary: &mut Summary) {
     group.finish();
 }
 
-fn bench_matmat(c: &mut Criterion, summary: &mut Summary, vnni_peak: Option<f64>) {
+fn bench_matmat(c: &mut Criterion, summary: &mut Summary, peaks: Peaks) {
     let mut group = c.benchmark_group("matmat512");
     group
         .sample_size(10)
@@ -239,8 +279,9 @@ fn bench_matmat(c: &mut Criterion, summary: &mut Summary, vnni_peak: Option<f64>
                 continue;
             };
             let gflops = flops as f64 / secs / 1e9;
-            let ratio = match (format, vnni_peak) {
-                (Format::Int8, Some(peak)) => format!(" = {:.2} x VNNI peak", gflops / peak),
+            let ratio = match (format, peaks.vnni, peaks.bf16) {
+                (Format::Int8, Some(peak), _) => format!(" = {:.2} x VNNI peak", gflops / peak),
+                (Format::Bf16, _, Some(peak)) => format!(" = {:.2} x BF16 peak", gflops / peak),
                 _ => String::new(),
             };
             summary.lines.push(format!(
@@ -259,7 +300,10 @@ fn main() {
         .build_global();
     let mut criterion = Criterion::default().configure_from_args();
     let bw_before = measure_read_bandwidth_gbps(THREADS);
-    let vnni_peak = measure_vnni_peak_gops(THREADS);
+    let peaks = Peaks {
+        vnni: measure_vnni_peak_gops(THREADS),
+        bf16: measure_bf16_peak_gflops(THREADS),
+    };
     let mut summary = Summary { lines: Vec::new() };
     let filter_matmat = std::env::var("MATMUL_BENCH")
         .map(|v| v == "matvec")
@@ -271,7 +315,7 @@ fn main() {
         bench_matvec(&mut criterion, &mut summary);
     }
     if !filter_matmat {
-        bench_matmat(&mut criterion, &mut summary, vnni_peak);
+        bench_matmat(&mut criterion, &mut summary, peaks);
     }
     let bw_after = measure_read_bandwidth_gbps(THREADS);
     criterion.final_summary();
@@ -279,9 +323,13 @@ fn main() {
     eprintln!(
         "read bandwidth probe: {bw_before:.1} GB/s before, {bw_after:.1} GB/s after (mat-vec ratios use a probe taken right after each benchmark)"
     );
-    match vnni_peak {
+    match peaks.vnni {
         Some(p) => eprintln!("AVX512-VNNI peak probe: {p:.0} GOP/s"),
         None => eprintln!("AVX512-VNNI peak probe: not available on this CPU"),
+    }
+    match peaks.bf16 {
+        Some(p) => eprintln!("AVX512-BF16 peak probe: {p:.0} GFLOP/s"),
+        None => eprintln!("AVX512-BF16 peak probe: not available on this CPU"),
     }
     for line in &summary.lines {
         eprintln!("{line}");

@@ -4,6 +4,19 @@
 use gattn_model::{AttentionPath, KvDtype, LogitsFor, Qwen3Model, WeightFormat};
 use gattn_tests::{Fixture, max_abs_diff};
 
+/// Tolerance for bf16 weights against `tight`: where the AVX512-BF16 mat-mat kernel runs, it
+/// rounds the activations of every multi-token matmul to bf16 (relative error 2^-8, the same
+/// rounding a bf16 KV cache applies to K and V, allowed 3e-2 below); measured up to 3.3e-2 on
+/// these fixtures (logits max ~5), so 5e-2. Elsewhere only the accumulation order differs.
+fn bf16_weights_tolerance(tight: f32) -> f32 {
+    let level = gattn_kernels::dispatch::simd_level();
+    if gattn_kernels::matmul::bf16_matmat_rounds_activations(level) {
+        5e-2
+    } else {
+        tight
+    }
+}
+
 fn check_full_prefill(fixture: &Fixture, format: WeightFormat) {
     for path in [AttentionPath::Reference, AttentionPath::Fused] {
         check_full_prefill_with(fixture, format, path, KvDtype::F32, fixture.tolerance);
@@ -50,11 +63,13 @@ fn every_fixture_matches_its_oracle_in_f32() {
 
 #[test]
 fn bf16_weights_used_in_place_match_too() {
-    // The checkpoint is bf16: holding it as bf16 changes nothing but the accumulation order.
-    check_full_prefill(
-        &Fixture::load("baseline_untied_bias_bf16"),
-        WeightFormat::Bf16,
-    );
+    // The checkpoint is bf16: holding it as bf16 changes nothing but the accumulation order
+    // (and, with AVX512-BF16, the activations' rounding: see `bf16_weights_tolerance`).
+    let fixture = Fixture::load("baseline_untied_bias_bf16");
+    for path in [AttentionPath::Reference, AttentionPath::Fused] {
+        let tolerance = bf16_weights_tolerance(fixture.tolerance);
+        check_full_prefill_with(&fixture, WeightFormat::Bf16, path, KvDtype::F32, tolerance);
+    }
 }
 
 /// Prefill of the first part, then one token at a time: the same logits as one full prefill.
@@ -168,7 +183,7 @@ fn simd_weight_formats_stay_close_to_the_oracle() {
         WeightFormat::Bf16,
         AttentionPath::Fused,
         KvDtype::F32,
-        1e-4,
+        bf16_weights_tolerance(1e-4),
     );
     for name in [
         "baseline_gqa_tied_f32",
@@ -247,8 +262,13 @@ fn chunked_prefill_equals_one_chunk() {
                     .unwrap();
                 let err = max_abs_diff(&chunked, &whole);
                 // int8 activations are quantized per token, so chunking changes nothing there
-                // either; only the accumulation order of the kernels may differ.
-                assert!(err <= 1e-4, "{name} {format:?} chunk {chunk}: {err}");
+                // either; only the accumulation order of the kernels may differ. bf16: one-token
+                // chunks take the mat-vec (f32 activations), the rest may round them to bf16.
+                let tolerance = match format {
+                    WeightFormat::Bf16 => bf16_weights_tolerance(1e-4),
+                    _ => 1e-4,
+                };
+                assert!(err <= tolerance, "{name} {format:?} chunk {chunk}: {err}");
                 assert_eq!(cache.len(), n);
             }
         }

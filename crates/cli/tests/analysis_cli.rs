@@ -105,6 +105,10 @@ fn attn_map_equals_the_reference_maps_and_sink_streams_the_same_share() {
             "1,2",
             "--kv",
             "f32",
+            // The reference below holds the weights as f32: so must the CLI (bf16 weights would
+            // round the activations in the AVX512-BF16 mat-mat kernel, ~1e-3 off).
+            "--weights",
+            "f32",
             "-o",
             out.path().to_str().unwrap(),
         ],
@@ -114,7 +118,18 @@ fn attn_map_equals_the_reference_maps_and_sink_streams_the_same_share() {
     let sink = gattn_cpu(
         cache.path(),
         &[
-            "sink", "-m", models[0], "-m", models[1], "-p", PROMPT, "--kv", "f32", "--json",
+            "sink",
+            "-m",
+            models[0],
+            "-m",
+            models[1],
+            "-p",
+            PROMPT,
+            "--kv",
+            "f32",
+            "--weights",
+            "f32",
+            "--json",
         ],
     );
     expect_exit(&sink, 0);

@@ -5,7 +5,7 @@ mod common;
 
 use common::{abs_dot, order_tolerance, rng, shapes, values};
 use gattn_kernels::SimdLevel;
-use gattn_kernels::matmul::{MatmulError, WeightMatrix, matmul_at};
+use gattn_kernels::matmul::{MatmulError, WeightMatrix, bf16_matmat_rounds_activations, matmul_at};
 use gattn_kernels::reference::matmul::{matmul_bf16, matmul_f32};
 use half::bf16;
 use proptest::prelude::*;
@@ -41,19 +41,83 @@ proptest! {
         let mut rng = rng(seed);
         let x = values(m * k, 1.0, &mut rng);
         let w: Vec<bf16> = values(n * k, 0.5, &mut rng).into_iter().map(bf16::from_f32).collect();
-        let w_f32: Vec<f32> = w.iter().map(|v| v.to_f32()).collect();
-        let mut expected = vec![0.0; m * n];
-        matmul_bf16(&x, &w, None, m, k, n, &mut expected);
-        let scale = abs_dot(&x, &w_f32, m, k, n);
-        let weights = WeightMatrix::bf16(&w, n, k).unwrap();
         for level in SimdLevel::all_supported() {
-            let mut y = vec![f32::NAN; m * n];
-            matmul_at(level, &weights, &x, None, &mut y).unwrap();
-            for i in 0..m * n {
-                let tol = order_tolerance(k, scale[i]);
-                prop_assert!((y[i] - expected[i]).abs() <= tol,
-                    "{level} m={m} k={k} n={n} at {i}: {} vs {} (tol {tol})", y[i], expected[i]);
-            }
+            check_bf16(level, &x, &w, m, k, n)?;
+        }
+    }
+
+    /// The dot-product kernel's tails: token tiles of 6 (m = 2..13), 4-row tiles (odd n) and
+    /// k not a multiple of 32, at the level that runs it.
+    #[test]
+    fn bf16_dot_kernel_tails(m in 2usize..=13, k in 1usize..=200, n in 1usize..=40, seed: u64) {
+        let mut rng = rng(seed);
+        let x = values(m * k, 1.0, &mut rng);
+        let w: Vec<bf16> = values(n * k, 0.5, &mut rng).into_iter().map(bf16::from_f32).collect();
+        for level in SimdLevel::all_supported() {
+            check_bf16(level, &x, &w, m, k, n)?;
+        }
+    }
+}
+
+/// bf16 weights at `level` against the reference. Where the level rounds the activations to
+/// bf16 (matrix-matrix with AVX512-BF16), against the reference on the rounded x within the
+/// accumulation-order tolerance, and against f32 x within what rounding x implies: each
+/// |x - round(x)| <= 2^-8 |x|, so the sums differ by at most 2^-8 sum |x w|.
+fn check_bf16(
+    level: SimdLevel,
+    x: &[f32],
+    w: &[bf16],
+    m: usize,
+    k: usize,
+    n: usize,
+) -> Result<(), TestCaseError> {
+    let w_f32: Vec<f32> = w.iter().map(|v| v.to_f32()).collect();
+    let scale = abs_dot(x, &w_f32, m, k, n);
+    let weights = WeightMatrix::bf16(w, n, k).unwrap();
+    let mut y = vec![f32::NAN; m * n];
+    matmul_at(level, &weights, x, None, &mut y).unwrap();
+    let mut exact_x = vec![0.0; m * n];
+    matmul_bf16(x, w, None, m, k, n, &mut exact_x);
+    let rounds = m > 1 && bf16_matmat_rounds_activations(level);
+    let expected = if rounds {
+        let x_rounded: Vec<f32> = x.iter().map(|v| bf16::from_f32(*v).to_f32()).collect();
+        let mut e = vec![0.0; m * n];
+        matmul_bf16(&x_rounded, w, None, m, k, n, &mut e);
+        e
+    } else {
+        exact_x.clone()
+    };
+    for i in 0..m * n {
+        let tol = order_tolerance(k, scale[i]);
+        prop_assert!(
+            (y[i] - expected[i]).abs() <= tol,
+            "{level} m={m} k={k} n={n} at {i}: {} vs {} (tol {tol})",
+            y[i],
+            expected[i]
+        );
+        let rounding = scale[i] / 256.0 + tol;
+        prop_assert!(
+            (y[i] - exact_x[i]).abs() <= rounding,
+            "{level} m={m} k={k} n={n} at {i}: {} vs f32-x {} (bound {rounding})",
+            y[i],
+            exact_x[i]
+        );
+    }
+    Ok(())
+}
+
+/// The Qwen3-1.7B prefill shapes once each (the panel and k-block loops at full size).
+#[test]
+fn bf16_qwen3_shapes() {
+    let mut rng = rng(17);
+    for (m, k, n) in [(13, 2048, 2064), (7, 6144, 256)] {
+        let x = values(m * k, 1.0, &mut rng);
+        let w: Vec<bf16> = values(n * k, 0.5, &mut rng)
+            .into_iter()
+            .map(bf16::from_f32)
+            .collect();
+        for level in SimdLevel::all_supported() {
+            check_bf16(level, &x, &w, m, k, n).unwrap();
         }
     }
 }

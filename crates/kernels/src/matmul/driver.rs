@@ -9,6 +9,7 @@ use std::cell::RefCell;
 use rayon::prelude::*;
 
 use super::error::MatmulError;
+use super::float::bf16dot::{self, Bf16Activations};
 use super::float::{self, FloatWeight};
 use super::int8::{self, layout::ROWS, quantize::Q8Activations};
 use super::{SimdLevel, WeightMatrix};
@@ -38,10 +39,13 @@ struct Input<'x> {
     x: &'x [f32],
     m: usize,
     q8: Option<Q8Activations>,
+    /// For bf16 weights in a mat-mat where the bf16 dot-product kernel runs.
+    bf16: Option<Bf16Activations>,
 }
 
 thread_local! {
     static Q8_SCRATCH: RefCell<Q8Activations> = RefCell::new(Q8Activations::default());
+    static BF16_SCRATCH: RefCell<Bf16Activations> = RefCell::new(Bf16Activations::default());
     static GATE_SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
@@ -96,12 +100,21 @@ pub(crate) fn run(
         Epilogue::SiluGate(g) => Some(g),
         Epilogue::None => None,
     };
-    let needs_q8 = mats
-        .iter()
-        .map(|(w, _)| w)
-        .chain(gate)
-        .any(|w| matches!(w, WeightMatrix::Int8(_)));
-    let mut input = Input { x, m, q8: None };
+    let needs = |f: fn(&WeightMatrix<'_>) -> bool| mats.iter().map(|(w, _)| w).chain(gate).any(f);
+    let needs_q8 = needs(|w| matches!(w, WeightMatrix::Int8(_)));
+    let needs_bf16 =
+        m > 1 && bf16dot::available(level) && needs(|w| matches!(w, WeightMatrix::Bf16 { .. }));
+    let mut input = Input {
+        x,
+        m,
+        q8: None,
+        bf16: None,
+    };
+    if needs_bf16 {
+        let mut xb = BF16_SCRATCH.with_borrow_mut(std::mem::take);
+        bf16dot::convert_activations_into(level, x, m, k, &mut xb);
+        input.bf16 = Some(xb);
+    }
     if needs_q8 {
         let mut q8 = Q8_SCRATCH.with_borrow_mut(std::mem::take);
         let pad = if m == 1 {
@@ -169,6 +182,9 @@ pub(crate) fn run(
     if let Some(q8) = input.q8.take() {
         Q8_SCRATCH.with_borrow_mut(|slot| *slot = q8);
     }
+    if let Some(xb) = input.bf16.take() {
+        BF16_SCRATCH.with_borrow_mut(|slot| *slot = xb);
+    }
     Ok(())
 }
 
@@ -205,8 +221,10 @@ unsafe fn compute(
         WeightMatrix::F32 { data, k, .. } => unsafe {
             float_cols(level, data, k, x, m, col0, cols, y, ld)
         },
-        WeightMatrix::Bf16 { data, k, .. } => unsafe {
-            float_cols(level, data, k, x, m, col0, cols, y, ld)
+        WeightMatrix::Bf16 { data, k, .. } => match &input.bf16 {
+            #[cfg(target_arch = "x86_64")]
+            Some(xb) => unsafe { bf16dot::matmat_cols(data, k, xb, col0, cols, y, ld) },
+            _ => unsafe { float_cols(level, data, k, x, m, col0, cols, y, ld) },
         },
         WeightMatrix::Int8(q) => {
             let q8 = input
