@@ -64,12 +64,21 @@ class Corpus:
         ]
 
 
-# (niah, vt, prose) shares of the samples, and the chance a row's sample fills the whole room.
+# (niah, vt, prose, drill) shares of the samples, and the chance a row's sample fills the whole room.
 MIXES = {
-    "base": ((0.45, 0.25, 0.30), 0.4),
+    "base": ((0.45, 0.25, 0.30, 0.0), 0.4),
     # Stage 2: denser retrieval, many short samples per row (more answers per step).
-    "retrieval": ((0.70, 0.20, 0.10), 0.15),
+    "retrieval": ((0.70, 0.20, 0.10, 0.0), 0.15),
+    # Curriculum: short retrieval drills only (several needles, several answers per sample).
+    "drill": ((0.0, 0.0, 0.1, 0.9), 0.0),
+    "drill_mixed": ((0.35, 0.15, 0.05, 0.45), 0.15),
 }
+DRILL_HEADER = (
+    "A special magic number is hidden within the following text. Make sure to memorize it. "
+    "I will quiz you about the number afterwards.\n"
+)
+DRILL_QUESTION = "What is the special magic number for {key} mentioned in the provided text?"
+DRILL_PREFIX = " The special magic number for {key} mentioned in the provided text is"
 
 
 class Generator:
@@ -206,9 +215,45 @@ class Generator:
     def prose(self, budget):
         return " ".join(self.prose_sentences(budget)), ""
 
+    def drill(self, budget):
+        """A short, dense retrieval drill in RULER's niah wording: 1-4 needles among a few noise
+        lines or prose sentences, then questions for some keys, each answered. Returns segments
+        [(text, is_answer)] so every answer value gets the answer weight."""
+        r = self.rng
+        n_keys = r.choice([1, 2, 2, 3, 3, 4])
+        keys = []
+        while len(keys) < n_keys:
+            k = self.word_key()
+            if k not in keys:
+                keys.append(k)
+        values = [self.number() for _ in keys]
+        units = [fill(NEEDLE, type_v="numbers", key=k, value=v) for k, v in zip(keys, values)]
+        used = sum(len(u) + 1 for u in units) + 90 * n_keys
+        room = max(0, budget - used)
+        if room > 0:
+            if r.random() < 0.5:
+                filler = [NOISE] * (room // (len(NOISE) + 1))
+            else:
+                filler = self.prose_sentences(room)
+            for f in filler:
+                units.insert(r.randint(0, len(units)), f)
+        head = DRILL_HEADER if r.random() < 0.3 else ""
+        segs = [(head + "\n".join(units) + "\n", False)]
+        asked = r.sample(range(n_keys), r.randint(1, n_keys))
+        for j, i in enumerate(asked):
+            # Sometimes the question in full (as RULER asks it), else the answer prefix alone (denser).
+            q = DRILL_QUESTION.replace("{key}", keys[i]) if r.random() < (0.4 if j == 0 else 0.2) else ""
+            segs.append(((q + DRILL_PREFIX.replace("{key}", keys[i])).lstrip(" "), False))
+            segs.append((" " + values[i] + ".", True))
+            segs.append(("\n", False))
+        return segs
+
     def sample(self, budget):
-        r = self.rng.random()
-        niah, vt, _ = self.shares
+        niah, vt, _, drill = self.shares
+        # (No draw for drills in mixes without them: the base/retrieval streams stay as trained.)
+        if drill and self.rng.random() < drill:
+            return self.drill(budget)
+        r = self.rng.random() * (1 - drill)
         if r < niah:
             return self.niah(budget)
         if r < niah + vt:
@@ -223,20 +268,41 @@ def encode(prompt: str, answer: str, answer_weight: float):
     return ids, w
 
 
+def encode_segments(segs, answer_weight: float):
+    ids, w = [], []
+    for text, is_answer in segs:
+        b = list(text.encode())
+        ids += b
+        w += [answer_weight if is_answer else 1.0] * len(b)
+    return ids + [EOS], w + [1.0]
+
+
+def encode_any(sample, answer_weight: float):
+    return encode_segments(sample, answer_weight) if isinstance(sample, list) else encode(*sample, answer_weight)
+
+
+def sample_len(sample):
+    if isinstance(sample, list):
+        return sum(len(t.encode()) for t, _ in sample) + 1
+    return len(sample[0].encode()) + len(sample[1].encode()) + 1
+
+
 def make_row(gen: Generator, length: int, answer_weight: float):
     """A packed row of length+1 tokens (inputs and shifted targets), with loss weights."""
     ids, ws = [], []
     while len(ids) < length + 1:
         room = length + 1 - len(ids)
-        if room < 200:
-            p, a = gen.prose(room + 50)
+        drills = gen.shares[3] > 0
+        low = 80 if drills else 200  # drills fit in short rows
+        if room < low:
+            smp = gen.prose(room + 50)
         else:
-            budget = room if gen.rng.random() < gen.full_room else gen.rng.randint(min(200, room), room)
-            p, a = gen.sample(budget)
-            while len(p.encode()) + len(a.encode()) + 1 > room and budget > 150:
+            budget = room if gen.rng.random() < gen.full_room else gen.rng.randint(min(low, room), room)
+            smp = gen.sample(budget)
+            while sample_len(smp) > room and budget > (60 if drills else 150):
                 budget = int(budget * 0.85)
-                p, a = gen.sample(budget)
-        i, w = encode(p, a, answer_weight)
+                smp = gen.sample(budget)
+        i, w = encode_any(smp, answer_weight)
         ids += i
         ws += w
     return ids[: length + 1], ws[: length + 1]

@@ -8,10 +8,12 @@ answer. Samples come from data.py with a held-out seed.
 
 import argparse
 import json
+from pathlib import Path
 
 import torch
 
 from data import Generator
+from model import Config, GatedQwen3
 from verify import load_exported
 
 KINDS = ("single_noise", "single_essay", "multikey_essay")
@@ -57,6 +59,16 @@ def sink_share(model, n, seed, length=1024):
     return (per_layer / n).tolist()
 
 
+def load(path: str):
+    """An exported model directory, or a train.py checkpoint (.pt)."""
+    if path.endswith(".pt"):
+        ckpt = torch.load(path, map_location="cpu")
+        model = GatedQwen3(Config(**ckpt["config"]))
+        model.load_state_dict(ckpt["state_dict"])
+        return model.eval()
+    return load_exported(Path(path))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("models", nargs="+")
@@ -64,13 +76,14 @@ def main():
     ap.add_argument("--lengths", default="256,512,1024")
     ap.add_argument("--seed", type=int, default=987654)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--kinds", default=",".join(KINDS))
     args = ap.parse_args()
     torch.set_num_threads(1)
     results = {}
     for path in args.models:
-        model = load_exported(__import__("pathlib").Path(path))
+        model = load(path)
         r = {"retrieval": {}, "sink": sink_share(model, 8, args.seed + 1)}
-        for kind in KINDS:
+        for kind in args.kinds.split(","):
             r["retrieval"][kind] = {L: retrieval(model, kind, int(L), args.n, args.seed) for L in args.lengths.split(",")}
         results[path] = r
         print(path, json.dumps(r), flush=True)

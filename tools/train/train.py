@@ -13,7 +13,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from data import Generator, batch
+from data import Corpus, Generator, batch
 from model import GATES, Config, GatedQwen3
 
 
@@ -22,6 +22,21 @@ def lr_at(step, total, peak, warmup):
         return peak * (step + 1) / warmup
     progress = (step - warmup) / max(1, total - warmup)
     return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def parse_curriculum(spec, steps, seq, batch_size, mix):
+    """"SEQxBATCH:MIX:STEPS,..." (the last phase's STEPS may be "rest") -> [(seq, batch, mix, steps)].
+    Without a spec, one phase of the plain flags."""
+    if not spec:
+        return [(seq, batch_size, mix, steps)]
+    phases, used = [], 0
+    for part in spec.split(","):
+        shape, phase_mix, n = part.split(":")
+        s, b = (int(v) for v in shape.split("x"))
+        n = steps - used if n == "rest" else int(n)
+        phases.append((s, b, phase_mix, n))
+        used += n
+    return phases
 
 
 def main():
@@ -40,11 +55,14 @@ def main():
     ap.add_argument("--mix", default="base", help="data mix of data.MIXES")
     ap.add_argument("--resume", default=None, help="start from this checkpoint's weights (fresh optimizer)")
     ap.add_argument("--tag", default="", help="suffix of the checkpoint and log names")
+    ap.add_argument("--curriculum", default=None,
+                    help='phases "SEQxBATCH:MIX:STEPS,...", e.g. "512x8:drill:250,1024x4:drill_mixed:rest"')
     args = ap.parse_args()
+    phases = parse_curriculum(args.curriculum, args.steps, args.seq, args.batch, args.mix)
 
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)
-    cfg = Config(gate=args.variant, max_position_embeddings=args.seq)
+    cfg = Config(gate=args.variant, max_position_embeddings=max(p[0] for p in phases))
     model = GatedQwen3(cfg)
     if args.resume:
         model.load_state_dict(torch.load(args.resume, map_location="cpu")["state_dict"])
@@ -54,20 +72,25 @@ def main():
         [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
         lr=args.lr, betas=(0.9, 0.95),
     )
-    gen = Generator(args.seed, mix=args.mix)
+    corpus = Corpus()
+    # Phase i's data seed is seed + i, so phases do not repeat each other's samples.
+    gens = [Generator(args.seed + i, corpus, m) for i, (_, _, m, _) in enumerate(phases)]
+    schedule = [(s, b, g) for (s, b, _, n), g in zip(phases, gens) for _ in range(n)]
     os.makedirs(args.out, exist_ok=True)
     log_path = args.log or os.path.join(os.path.dirname(__file__), f"loss_{args.variant}{args.tag}.csv")
     ckpt = os.path.join(args.out, f"{args.variant}{args.tag}.pt")
-    print(f"{args.variant}: {model.num_parameters()} parameters, {args.steps} steps of "
-          f"{args.batch}x{args.seq} tokens", flush=True)
+    print(f"{args.variant}: {model.num_parameters()} parameters, phases (seq, batch, mix, steps) {phases}",
+          flush=True)
 
     start = time.time()
     with open(log_path, "w", newline="") as f:
         log = csv.writer(f)
         log.writerow(["step", "tokens", "seconds", "lr", "loss", "answer_loss"])
-        for step in range(args.steps):
-            x, y, w = (torch.from_numpy(a) for a in batch(gen, args.batch, args.seq, args.answer_weight))
-            lr = lr_at(step, args.steps, args.lr, args.warmup)
+        tokens = 0
+        for step, (seq, bsz, gen) in enumerate(schedule):
+            x, y, w = (torch.from_numpy(a) for a in batch(gen, bsz, seq, args.answer_weight))
+            tokens += bsz * seq
+            lr = lr_at(step, len(schedule), args.lr, args.warmup)
             for g in opt.param_groups:
                 g["lr"] = lr
             logits = model(x)
@@ -82,12 +105,12 @@ def main():
             ans = wf > 1
             ans_loss = per_tok[ans].mean().item() if ans.any() else float("nan")
             elapsed = time.time() - start
-            log.writerow([step + 1, (step + 1) * args.batch * args.seq, f"{elapsed:.1f}", f"{lr:.6f}",
+            log.writerow([step + 1, tokens, f"{elapsed:.1f}", f"{lr:.6f}",
                           f"{plain:.4f}", f"{ans_loss:.4f}"])
             f.flush()
-            if step % 10 == 0 or step == args.steps - 1:
+            if step % 10 == 0 or step == len(schedule) - 1:
                 print(f"step {step + 1} loss {plain:.4f} answer {ans_loss:.4f} {elapsed:.0f}s", flush=True)
-            if (step + 1) % 50 == 0 or step == args.steps - 1:
+            if (step + 1) % 50 == 0 or step == len(schedule) - 1:
                 torch.save({"config": cfg.to_dict(), "state_dict": model.state_dict(), "step": step + 1}, ckpt)
             if elapsed > args.max_minutes * 60:
                 print(f"time cap reached after {step + 1} steps", flush=True)
