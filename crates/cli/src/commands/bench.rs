@@ -1,15 +1,15 @@
 //! `gattn-cpu bench`: prefill and decode speed against the read-bandwidth roofline, as text or JSON.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::Serialize;
 
 use gattn_model::bench::{
     BenchReport, BenchSettings, DepthFill, PROBE_BYTES, PROBE_PASSES, memory_plan,
 };
-use gattn_model::{Qwen3Config, available_memory, run_bench};
+use gattn_model::{available_memory, run_bench};
 
 use crate::args::{BenchArgs, DepthFillArg};
-use crate::commands::{load_model, model_dir, rope_scaling};
+use crate::commands::{load_config, load_model, model_dir};
 
 /// The JSON document: the checkpoint directory beside the report.
 #[derive(Serialize)]
@@ -21,12 +21,7 @@ struct BenchOutput<'a> {
 
 pub fn run(args: BenchArgs) -> Result<()> {
     let dir = &model_dir(&args.model.model)?;
-    let mut config = Qwen3Config::from_dir(dir)
-        .with_context(|| format!("cannot load the model in {}", dir.display()))?;
-    // The override can extend the context (YaRN), which --depth is checked against.
-    if let Some(scaling) = rope_scaling(args.model.load.rope_scaling.as_deref(), &config)? {
-        config.set_rope_scaling(scaling);
-    }
+    let config = load_config(dir, &args.model.load)?;
     let settings = BenchSettings {
         prompt_tokens: args.prompt_tokens as usize,
         gen_tokens: args.gen_tokens as usize,

@@ -93,6 +93,17 @@ pub fn load_model_as(dir: &Path, load: &LoadArgs) -> Result<Qwen3Model> {
     Ok(model)
 }
 
+/// The checkpoint's config with `--rope-scaling` applied (YaRN can extend its context, which
+/// `--ctx`, `--depth` and prompts are checked against before anything is loaded).
+pub fn load_config(dir: &Path, load: &LoadArgs) -> Result<Qwen3Config> {
+    let mut config = Qwen3Config::from_dir(dir)
+        .with_context(|| format!("cannot load the model in {}", dir.display()))?;
+    if let Some(scaling) = rope_scaling(load.rope_scaling.as_deref(), &config)? {
+        config.set_rope_scaling(scaling);
+    }
+    Ok(config)
+}
+
 /// `--rope-scaling`, parsed against the checkpoint's config (None: keep the checkpoint's).
 pub fn rope_scaling(text: Option<&str>, config: &Qwen3Config) -> Result<Option<RopeScaling>> {
     let Some(text) = text else {

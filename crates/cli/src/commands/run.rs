@@ -6,21 +6,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use anyhow::{Context, Result, bail};
 
 use gattn_model::{
-    GenerateOptions, MemoryPlan, ModelError, Qwen3Config, Sampler, SamplingParams, StopReason,
-    TextStream, available_memory, generate,
+    GenerateOptions, MemoryPlan, ModelError, Sampler, SamplingParams, StopReason, TextStream,
+    available_memory, generate,
 };
 
 use crate::args::{OutputArg, RunArgs, TruncateArg};
 use crate::commands::progress::PrefillProgress;
-use crate::commands::{load_model, load_tokenizer, model_dir, prompt_ids, rope_scaling};
+use crate::commands::{load_config, load_model, load_tokenizer, model_dir, prompt_ids};
 
 pub fn run(args: RunArgs) -> Result<()> {
     let dir = model_dir(&args.model.model)?;
-    let mut config = Qwen3Config::from_dir(&dir)
-        .with_context(|| format!("cannot load the model in {}", dir.display()))?;
-    if let Some(scaling) = rope_scaling(args.model.load.rope_scaling.as_deref(), &config)? {
-        config.set_rope_scaling(scaling);
-    }
+    let config = load_config(&dir, &args.model.load)?;
     let tokenizer = load_tokenizer(&dir)?;
     let mut prompt = prompt_ids(&args.prompt, tokenizer.as_ref())?;
     if args.output == OutputArg::Text && tokenizer.is_none() {
