@@ -17,7 +17,7 @@ use std::time::Duration;
 use criterion::{Criterion, SamplingMode, Throughput};
 use gattn_benches::median_seconds;
 use gattn_kernels::bandwidth::measure_read_bandwidth_gbps;
-use gattn_model::bench::DecodeTraffic;
+use gattn_model::bench::{DecodeTraffic, fill_synthetic};
 use gattn_model::init::{Preset, write_random_checkpoint};
 use gattn_model::{GateMode, KvCache, KvDtype, LogitsFor, Qwen3Model, WeightFormat};
 use gattn_tensor::DType;
@@ -47,31 +47,11 @@ fn checkpoint() -> (PathBuf, Option<tempfile::TempDir>) {
     (temp.path().to_path_buf(), Some(temp))
 }
 
-/// A cache holding `depth` tokens of deterministic synthetic keys and values in every layer.
+/// A cache holding `depth` tokens of seeded synthetic keys and values in every layer.
 fn filled_cache(model: &Qwen3Model, depth: usize) -> KvCache {
-    let config = &model.config;
-    let row = config.num_key_value_heads * config.head_dim;
     let mut cache = model.new_cache(depth + 1);
-    let chunk = 512;
-    let mut k = vec![0.0f32; chunk * row];
-    let mut v = vec![0.0f32; chunk * row];
-    for layer in 0..config.num_hidden_layers {
-        let mut done = 0;
-        while done < depth {
-            let n = chunk.min(depth - done);
-            for (i, (a, b)) in k.iter_mut().zip(v.iter_mut()).enumerate().take(n * row) {
-                // Values in [-1, 1), different per layer, position and element.
-                let x = (layer * 7919 + done * row + i) as f32;
-                *a = (x * 0.618_034).fract() * 2.0 - 1.0;
-                *b = (x * 0.414_214).fract() * 2.0 - 1.0;
-            }
-            cache
-                .layer_mut(layer)
-                .append(&k[..n * row], &v[..n * row], n)
-                .expect("the cache has room for depth tokens");
-            done += n;
-        }
-    }
+    fill_synthetic(&model.config, &mut cache, depth, 0)
+        .expect("the cache has room for depth tokens");
     cache
 }
 

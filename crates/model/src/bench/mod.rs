@@ -320,9 +320,10 @@ pub fn run_bench(model: &Qwen3Model, settings: &BenchSettings) -> Result<BenchRe
     })
 }
 
-/// Appends `depth` rows of pseudo-random keys and values in [-1, 1) to every layer of `cache`,
-/// a chunk at a time (so the f32 staging buffers stay small next to a 131072-token cache).
-fn fill_synthetic(
+/// Appends `depth` rows of pseudo-random (seeded) keys and values in [-1, 1) to every layer of
+/// `cache`, a chunk at a time (so the f32 staging buffers stay small next to a 131072-token
+/// cache). What `--depth-fill synthetic` and the decode-step criterion bench use.
+pub fn fill_synthetic(
     config: &Qwen3Config,
     cache: &mut KvCache,
     depth: usize,
