@@ -64,7 +64,8 @@ class Corpus:
         ]
 
 
-# (niah, vt, prose, drill) shares of the samples, and the chance a row's sample fills the whole room.
+# (niah, vt, prose, drill[, copy]) shares of the samples, and the chance a row's sample fills the
+# whole room.
 MIXES = {
     "base": ((0.45, 0.25, 0.30, 0.0), 0.4),
     # Stage 2: denser retrieval, many short samples per row (more answers per step).
@@ -72,6 +73,8 @@ MIXES = {
     # Curriculum: short retrieval drills only (several needles, several answers per sample).
     "drill": ((0.0, 0.0, 0.1, 0.9), 0.0),
     "drill_mixed": ((0.35, 0.15, 0.05, 0.45), 0.15),
+    # Warm-up for the copy step: repeated random strings (an induction head's whole job) beside drills.
+    "copy": ((0.0, 0.0, 0.05, 0.35, 0.6), 0.0),
 }
 DRILL_HEADER = (
     "A special magic number is hidden within the following text. Make sure to memorize it. "
@@ -85,7 +88,8 @@ class Generator:
     def __init__(self, seed: int, corpus: Corpus | None = None, mix: str = "base"):
         self.rng = random.Random(seed)
         self.c = corpus or Corpus()
-        self.shares, self.full_room = MIXES[mix]
+        shares, self.full_room = MIXES[mix]
+        self.shares, self.copy_share = shares[:4], (shares[4] if len(shares) > 4 else 0.0)
 
     # ---- pieces -------------------------------------------------------------------------
     def word_key(self):
@@ -248,7 +252,38 @@ class Generator:
             segs.append(("\n", False))
         return segs
 
+    def copy(self, budget):
+        """A run of random strings (digit groups, RULER-style word keys, letter names), then the
+        same run again: everything after the repeat's first byte is predictable only by copying.
+        Returns segments; the repeat is tagged "copy"."""
+        r = self.rng
+        pieces, size = [], 0
+        target = r.randint(8, max(9, min(48, budget // 2 - 10)))
+        while size < target:
+            kind = r.random()
+            if kind < 0.25:
+                p = self.number()
+            elif kind < 0.45:
+                p = self.word_key()
+            else:
+                p = "".join(r.choice(UPPER) for _ in range(r.randint(3, 8)))
+            pieces.append(p)
+            size += len(p) + 1
+        run = " ".join(pieces)
+        gap = r.randint(0, max(0, budget - 2 * len(run) - 4))
+        segs = [(run + "\n", False)]
+        if gap >= 30:
+            if r.random() < 0.5:
+                filler = " ".join(self.prose_sentences(gap))
+            else:
+                filler = " ".join([NOISE] * max(1, gap // (len(NOISE) + 1)))
+            segs.append((filler + "\n", False))
+        segs += [(run[:1], False), (run[1:], "copy"), ("\n", False)]
+        return segs
+
     def sample(self, budget):
+        if self.copy_share and self.rng.random() < self.copy_share:
+            return self.copy(budget)
         niah, vt, _, drill = self.shares
         # (No draw for drills in mixes without them: the base/retrieval streams stay as trained.)
         if drill and self.rng.random() < drill:
@@ -261,20 +296,26 @@ class Generator:
         return self.prose(budget)
 
 
+# Per-token tags, so the log can tell retrieval answers from copy targets.
+TAG_TEXT, TAG_ANSWER, TAG_COPY = 0, 1, 2
+
+
 def encode(prompt: str, answer: str, answer_weight: float):
     p, a = list(prompt.encode()), list(answer.encode())
     ids = p + a + [EOS]
     w = [1.0] * len(p) + [answer_weight] * (len(a) + 1)
-    return ids, w
+    tags = [TAG_TEXT] * len(p) + [TAG_ANSWER] * (len(a) + 1)
+    return ids, w, tags
 
 
 def encode_segments(segs, answer_weight: float):
-    ids, w = [], []
-    for text, is_answer in segs:
+    ids, w, tags = [], [], []
+    for text, kind in segs:
         b = list(text.encode())
         ids += b
-        w += [answer_weight if is_answer else 1.0] * len(b)
-    return ids + [EOS], w + [1.0]
+        w += [answer_weight if kind else 1.0] * len(b)
+        tags += [TAG_COPY if kind == "copy" else TAG_ANSWER if kind else TAG_TEXT] * len(b)
+    return ids + [EOS], w + [1.0], tags + [TAG_TEXT]
 
 
 def encode_any(sample, answer_weight: float):
@@ -288,11 +329,11 @@ def sample_len(sample):
 
 
 def make_row(gen: Generator, length: int, answer_weight: float):
-    """A packed row of length+1 tokens (inputs and shifted targets), with loss weights."""
-    ids, ws = [], []
+    """A packed row of length+1 tokens (inputs and shifted targets), with loss weights and tags."""
+    ids, ws, tags = [], [], []
     while len(ids) < length + 1:
         room = length + 1 - len(ids)
-        drills = gen.shares[3] > 0
+        drills = gen.shares[3] > 0 or gen.copy_share > 0
         low = 80 if drills else 200  # drills fit in short rows
         if room < low:
             smp = gen.prose(room + 50)
@@ -302,17 +343,19 @@ def make_row(gen: Generator, length: int, answer_weight: float):
             while sample_len(smp) > room and budget > (60 if drills else 150):
                 budget = int(budget * 0.85)
                 smp = gen.sample(budget)
-        i, w = encode_any(smp, answer_weight)
+        i, w, t = encode_any(smp, answer_weight)
         ids += i
         ws += w
-    return ids[: length + 1], ws[: length + 1]
+        tags += t
+    return ids[: length + 1], ws[: length + 1], tags[: length + 1]
 
 
 def batch(gen: Generator, batch_size: int, length: int, answer_weight: float):
     rows = [make_row(gen, length, answer_weight) for _ in range(batch_size)]
     ids = np.array([r[0] for r in rows], dtype=np.int64)
     w = np.array([r[1] for r in rows], dtype=np.float32)
-    return ids[:, :-1], ids[:, 1:], w[:, 1:]
+    tags = np.array([r[2] for r in rows], dtype=np.int64)
+    return ids[:, :-1], ids[:, 1:], w[:, 1:], tags[:, 1:]
 
 
 if __name__ == "__main__":
@@ -322,5 +365,5 @@ if __name__ == "__main__":
         print(repr(p[-400:]), "=>", repr(a), len(p.encode()))
     import time
     t = time.time()
-    x, y, w = batch(g, 8, 1024, 5.0)
+    x, y, w, tags = batch(g, 8, 1024, 5.0)
     print(x.shape, time.time() - t, x.max())

@@ -13,7 +13,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from data import Corpus, Generator, batch
+from data import TAG_ANSWER, TAG_COPY, Corpus, Generator, batch
 from model import GATES, Config, GatedQwen3
 
 
@@ -49,6 +49,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=40)
     ap.add_argument("--answer-weight", type=float, default=5.0)
     ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (1 when variants train side by side)")
+    ap.add_argument("--stop-at", type=int, default=None,
+                    help="save and stop after this many steps; the lr schedule still spans --steps")
     ap.add_argument("--max-minutes", type=float, default=40.0, help="stop early (and say so) past this")
     ap.add_argument("--out", default="checkpoints")
     ap.add_argument("--log", default=None)
@@ -60,7 +63,7 @@ def main():
     args = ap.parse_args()
     phases = parse_curriculum(args.curriculum, args.steps, args.seq, args.batch, args.mix)
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     cfg = Config(gate=args.variant, max_position_embeddings=max(p[0] for p in phases))
     model = GatedQwen3(cfg)
@@ -85,10 +88,10 @@ def main():
     start = time.time()
     with open(log_path, "w", newline="") as f:
         log = csv.writer(f)
-        log.writerow(["step", "tokens", "seconds", "lr", "loss", "answer_loss"])
+        log.writerow(["step", "tokens", "seconds", "lr", "loss", "answer_loss", "copy_loss"])
         tokens = 0
         for step, (seq, bsz, gen) in enumerate(schedule):
-            x, y, w = (torch.from_numpy(a) for a in batch(gen, bsz, seq, args.answer_weight))
+            x, y, w, tags = (torch.from_numpy(a) for a in batch(gen, bsz, seq, args.answer_weight))
             tokens += bsz * seq
             lr = lr_at(step, len(schedule), args.lr, args.warmup)
             for g in opt.param_groups:
@@ -102,16 +105,23 @@ def main():
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             plain = per_tok.mean().item()
-            ans = wf > 1
+            tf = tags.reshape(-1)
+            ans, cp = tf == TAG_ANSWER, tf == TAG_COPY
             ans_loss = per_tok[ans].mean().item() if ans.any() else float("nan")
+            copy_loss = per_tok[cp].mean().item() if cp.any() else float("nan")
             elapsed = time.time() - start
             log.writerow([step + 1, tokens, f"{elapsed:.1f}", f"{lr:.6f}",
-                          f"{plain:.4f}", f"{ans_loss:.4f}"])
+                          f"{plain:.4f}", f"{ans_loss:.4f}", f"{copy_loss:.4f}"])
             f.flush()
             if step % 10 == 0 or step == len(schedule) - 1:
-                print(f"step {step + 1} loss {plain:.4f} answer {ans_loss:.4f} {elapsed:.0f}s", flush=True)
+                print(f"step {step + 1} loss {plain:.4f} answer {ans_loss:.4f} copy {copy_loss:.4f} "
+                      f"{elapsed:.0f}s", flush=True)
             if (step + 1) % 50 == 0 or step == len(schedule) - 1:
                 torch.save({"config": cfg.to_dict(), "state_dict": model.state_dict(), "step": step + 1}, ckpt)
+            if args.stop_at and step + 1 >= args.stop_at:
+                print(f"stopped at step {step + 1} (--stop-at)", flush=True)
+                torch.save({"config": cfg.to_dict(), "state_dict": model.state_dict(), "step": step + 1}, ckpt)
+                break
             if elapsed > args.max_minutes * 60:
                 print(f"time cap reached after {step + 1} steps", flush=True)
                 torch.save({"config": cfg.to_dict(), "state_dict": model.state_dict(), "step": step + 1}, ckpt)

@@ -46,7 +46,9 @@ def main():
         ids = (ids * (args.tokens // len(ids) + 1))[: args.tokens]
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "logits.npy"
-        subprocess.run([args.engine, "logits", "-m", str(model_dir), "-t", "1", "--prompt-ids",
+        # The reference path (f32 kernels, f32 KV cache): the bf16 paths round activations and keys.
+        subprocess.run([args.engine, "logits", "-m", str(model_dir), "-t", "1", "--weights", "f32", "--kv", "f32",
+                        "--prompt-ids",
                         ",".join(map(str, ids)), "--out", str(out)], check=True, capture_output=True)
         rust = np.load(out)
     model = load_exported(model_dir)
