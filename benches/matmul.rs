@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput};
 use gattn_kernels::bandwidth::{
-    PROBE_BYTES, measure_read_bandwidth_gbps, measure_read_bandwidth_gbps_with,
+    PROBE_BYTES, ReadProbe, measure_read_bandwidth_gbps, measure_read_bandwidth_gbps_with,
 };
 use gattn_kernels::matmul::{Q8Matrix, WeightMatrix, matmul};
 use half::bf16;
@@ -19,6 +19,8 @@ const THREADS: usize = 2;
 const TOKENS: usize = 512;
 /// Total weight bytes a mat-vec rotates over (8x L3).
 const ROTATION_BYTES: usize = 256 << 20;
+/// Alternations of one probe pass and one mat-vec rotation per shape (see `paired_matvec`).
+const PAIRED_ROUNDS: usize = 9;
 
 /// (name, k = in_features, n = out_features)
 const SHAPES: &[(&str, usize, usize)] = &[
@@ -202,7 +204,26 @@ struct Summary {
     lines: Vec<String>,
 }
 
+/// Median ratio, mat-vec GB/s and probe GB/s of `PAIRED_ROUNDS` alternations of one probe pass
+/// and one `rotation` (which returns the bytes it streamed). Each ratio compares two passes
+/// taken a fraction of a second apart: on this shared host the bandwidth swings by a third
+/// between runs minutes apart, which a probe taken before or after a benchmark cannot follow.
+fn paired_matvec(probe: &ReadProbe, mut rotation: impl FnMut() -> usize) -> (f64, f64, f64) {
+    let (mut ratios, mut matvec, mut read) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..PAIRED_ROUNDS {
+        let probe_gbps = probe.pass_gbps();
+        let start = Instant::now();
+        let bytes = rotation();
+        let matvec_gbps = bytes as f64 / start.elapsed().as_secs_f64() / 1e9;
+        ratios.push(matvec_gbps / probe_gbps);
+        matvec.push(matvec_gbps);
+        read.push(probe_gbps);
+    }
+    (median(&mut ratios), median(&mut matvec), median(&mut read))
+}
+
 fn bench_matvec(c: &mut Criterion, summary: &mut Summary) {
+    let probe = ReadProbe::new(PROBE_BYTES);
     let mut group = c.benchmark_group("matvec");
     group
         .sample_size(10)
@@ -244,6 +265,16 @@ fn bench_matvec(c: &mut Criterion, summary: &mut Summary) {
                 "matvec {:4} {name:36} {gbps:6.1} GB/s = {:.2} x read bandwidth ({bandwidth:.1} GB/s probed after it)",
                 format.name(),
                 gbps / bandwidth
+            ));
+            let (ratio, matvec_gbps, read_gbps) = paired_matvec(&probe, || {
+                for w in &mats {
+                    matmul(&w.view(n, k), &x, None, &mut y).unwrap();
+                }
+                bytes * mats.len()
+            });
+            summary.lines.push(format!(
+                "       {:4} {name:36} paired: {ratio:.2} x read bandwidth (median of {PAIRED_ROUNDS}; mat-vec {matvec_gbps:.1} GB/s, probe {read_gbps:.1} GB/s)",
+                format.name()
             ));
         }
     }

@@ -29,35 +29,52 @@ pub fn measure_read_bandwidth_gbps_with(threads: usize, bytes: usize, passes: us
 /// The probe on the rayon pool the caller runs in (one slice per worker), e.g. the global pool a
 /// command sized with `--threads`, so the probe and the measured work use the same threads.
 pub fn measure_read_bandwidth_gbps_in_current_pool(bytes: usize, passes: usize) -> f64 {
-    use rayon::prelude::*;
-    let threads = rayon::current_num_threads().max(1);
-    let words = (bytes / 8).max(threads * 64);
-    // Filled by the threads that will read it, so pages are resident before timing starts.
-    let mut buffer = vec![0u64; words];
-    let slice_len = words.div_ceil(threads);
-    buffer
-        .par_chunks_mut(slice_len)
-        .enumerate()
-        .for_each(|(i, chunk)| {
-            for (j, w) in chunk.iter_mut().enumerate() {
-                *w = (i * 31 + j) as u64;
-            }
-        });
-    let mut rates = Vec::with_capacity(passes);
-    let mut checksum = 0u64;
-    for _ in 0..passes.max(1) {
+    let probe = ReadProbe::new(bytes);
+    let mut rates: Vec<f64> = (0..passes.max(1)).map(|_| probe.pass_gbps()).collect();
+    rates.sort_by(f64::total_cmp);
+    rates[rates.len() / 2]
+}
+
+/// A resident buffer to time read passes over, so a benchmark can alternate probe passes with
+/// the work it measures and compare the two under the same host conditions.
+pub struct ReadProbe {
+    buffer: Vec<u64>,
+    slice_len: usize,
+}
+
+impl ReadProbe {
+    /// A buffer of about `bytes`, one slice per worker of the current rayon pool.
+    pub fn new(bytes: usize) -> Self {
+        use rayon::prelude::*;
+        let threads = rayon::current_num_threads().max(1);
+        let words = (bytes / 8).max(threads * 64);
+        // Filled by the threads that will read it, so pages are resident before timing starts.
+        let mut buffer = vec![0u64; words];
+        let slice_len = words.div_ceil(threads);
+        buffer
+            .par_chunks_mut(slice_len)
+            .enumerate()
+            .for_each(|(i, chunk)| {
+                for (j, w) in chunk.iter_mut().enumerate() {
+                    *w = (i * 31 + j) as u64;
+                }
+            });
+        ReadProbe { buffer, slice_len }
+    }
+
+    /// One timed pass over the whole buffer on the current pool, in GB/s.
+    pub fn pass_gbps(&self) -> f64 {
+        use rayon::prelude::*;
         let start = Instant::now();
-        let sum = buffer
-            .par_chunks(slice_len)
+        let sum = self
+            .buffer
+            .par_chunks(self.slice_len)
             .map(sum_words)
             .reduce(|| 0, u64::wrapping_add);
         let seconds = start.elapsed().as_secs_f64();
-        checksum = checksum.wrapping_add(sum);
-        rates.push((words * 8) as f64 / seconds / 1e9);
+        std::hint::black_box(sum);
+        (self.buffer.len() * 8) as f64 / seconds / 1e9
     }
-    std::hint::black_box(checksum);
-    rates.sort_by(f64::total_cmp);
-    rates[rates.len() / 2]
 }
 
 /// Sums a slice with 8 independent accumulators, so the loop is limited by loads, not by adds.
