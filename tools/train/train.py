@@ -85,6 +85,9 @@ def main():
     print(f"{args.variant}: {model.num_parameters()} parameters, phases (seq, batch, mix, steps) {phases}",
           flush=True)
 
+    def save(steps_done):
+        torch.save({"config": cfg.to_dict(), "state_dict": model.state_dict(), "step": steps_done}, ckpt)
+
     start = time.time()
     with open(log_path, "w", newline="") as f:
         log = csv.writer(f)
@@ -117,14 +120,14 @@ def main():
                 print(f"step {step + 1} loss {plain:.4f} answer {ans_loss:.4f} copy {copy_loss:.4f} "
                       f"{elapsed:.0f}s", flush=True)
             if (step + 1) % 50 == 0 or step == len(schedule) - 1:
-                torch.save({"config": cfg.to_dict(), "state_dict": model.state_dict(), "step": step + 1}, ckpt)
+                save(step + 1)
             if args.stop_at and step + 1 >= args.stop_at:
                 print(f"stopped at step {step + 1} (--stop-at)", flush=True)
-                torch.save({"config": cfg.to_dict(), "state_dict": model.state_dict(), "step": step + 1}, ckpt)
+                save(step + 1)
                 break
             if elapsed > args.max_minutes * 60:
                 print(f"time cap reached after {step + 1} steps", flush=True)
-                torch.save({"config": cfg.to_dict(), "state_dict": model.state_dict(), "step": step + 1}, ckpt)
+                save(step + 1)
                 break
     print(f"done: {time.time() - start:.0f}s wall", flush=True)
 
