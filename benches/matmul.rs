@@ -9,9 +9,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput};
-use gattn_kernels::bandwidth::{
-    PROBE_BYTES, ReadProbe, measure_read_bandwidth_gbps, measure_read_bandwidth_gbps_with,
-};
+use gattn_kernels::bandwidth::{PROBE_BYTES, ReadProbe, measure_read_bandwidth_gbps};
 use gattn_kernels::matmul::{Q8Matrix, WeightMatrix, matmul};
 use half::bf16;
 
@@ -131,30 +129,28 @@ fn measure_peak_gops(threads: usize, ops_per_call: u64, chains: fn(u64) -> f32) 
     median(&mut rates)
 }
 
-/// AVX512-VNNI `vpdpbusd` peak (64 u8 x i8 products per instruction).
-fn measure_vnni_peak_gops(threads: usize) -> Option<f64> {
+/// The AVX512-VNNI `vpdpbusd` (64 u8 x i8 products per instruction) and AVX512-BF16
+/// `vdpbf16ps` (32 bf16 products) peaks of this CPU.
+fn measure_peaks(threads: usize) -> Peaks {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512vnni") {
-        // SAFETY: the feature was detected.
-        return Some(measure_peak_gops(threads, 64 * 2, |n| unsafe {
-            vnni_chains(n)
-        }));
+    {
+        use std::arch::is_x86_feature_detected;
+        // SAFETY (both): each kernel runs only after its feature was detected.
+        Peaks {
+            vnni: is_x86_feature_detected!("avx512vnni")
+                .then(|| measure_peak_gops(threads, 64 * 2, |n| unsafe { vnni_chains(n) })),
+            bf16: is_x86_feature_detected!("avx512bf16")
+                .then(|| measure_peak_gops(threads, 32 * 2, |n| unsafe { bf16_chains(n) })),
+        }
     }
-    let _ = threads;
-    None
-}
-
-/// AVX512-BF16 `vdpbf16ps` peak (32 bf16 products per instruction).
-fn measure_bf16_peak_gflops(threads: usize) -> Option<f64> {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512bf16") {
-        // SAFETY: the feature was detected.
-        return Some(measure_peak_gops(threads, 32 * 2, |n| unsafe {
-            bf16_chains(n)
-        }));
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = threads;
+        Peaks {
+            vnni: None,
+            bf16: None,
+        }
     }
-    let _ = threads;
-    None
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -260,7 +256,7 @@ fn bench_matvec(c: &mut Criterion, summary: &mut Summary) {
             };
             let gbps = bytes as f64 / secs / 1e9;
             // Probed right after this benchmark: the machine is shared and its bandwidth drifts.
-            let bandwidth = measure_read_bandwidth_gbps_with(THREADS, PROBE_BYTES, 5);
+            let bandwidth = probe.median_gbps(5);
             summary.lines.push(format!(
                 "matvec {:4} {name:36} {gbps:6.1} GB/s = {:.2} x read bandwidth ({bandwidth:.1} GB/s probed after it)",
                 format.name(),
@@ -331,10 +327,7 @@ fn main() {
         .build_global();
     let mut criterion = Criterion::default().configure_from_args();
     let bw_before = measure_read_bandwidth_gbps(THREADS);
-    let peaks = Peaks {
-        vnni: measure_vnni_peak_gops(THREADS),
-        bf16: measure_bf16_peak_gflops(THREADS),
-    };
+    let peaks = measure_peaks(THREADS);
     let mut summary = Summary { lines: Vec::new() };
     let filter_matmat = std::env::var("MATMUL_BENCH")
         .map(|v| v == "matvec")

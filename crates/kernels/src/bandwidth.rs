@@ -29,10 +29,7 @@ pub fn measure_read_bandwidth_gbps_with(threads: usize, bytes: usize, passes: us
 /// The probe on the rayon pool the caller runs in (one slice per worker), e.g. the global pool a
 /// command sized with `--threads`, so the probe and the measured work use the same threads.
 pub fn measure_read_bandwidth_gbps_in_current_pool(bytes: usize, passes: usize) -> f64 {
-    let probe = ReadProbe::new(bytes);
-    let mut rates: Vec<f64> = (0..passes.max(1)).map(|_| probe.pass_gbps()).collect();
-    rates.sort_by(f64::total_cmp);
-    rates[rates.len() / 2]
+    ReadProbe::new(bytes).median_gbps(passes)
 }
 
 /// A resident buffer to time read passes over, so a benchmark can alternate probe passes with
@@ -74,6 +71,13 @@ impl ReadProbe {
         let seconds = start.elapsed().as_secs_f64();
         std::hint::black_box(sum);
         (self.buffer.len() * 8) as f64 / seconds / 1e9
+    }
+
+    /// The median of `passes` (at least 1) passes, in GB/s.
+    pub fn median_gbps(&self, passes: usize) -> f64 {
+        let mut rates: Vec<f64> = (0..passes.max(1)).map(|_| self.pass_gbps()).collect();
+        rates.sort_by(f64::total_cmp);
+        rates[rates.len() / 2]
     }
 }
 
