@@ -91,46 +91,34 @@ fn attn_map_equals_the_reference_maps_and_sink_streams_the_same_share() {
     init_tiny_at(cache.path(), &dirs[1], "elementwise");
     let models: Vec<&str> = dirs.iter().map(|d| d.to_str().unwrap()).collect();
     let out = tempfile::tempdir().unwrap();
-    let o = gattn_cpu(
-        cache.path(),
-        &[
-            "attn-map",
-            "-m",
-            models[0],
-            "-m",
-            models[1],
-            "-p",
-            PROMPT,
-            "--layers",
-            "1,2",
-            "--kv",
-            "f32",
-            // The reference below holds the weights as f32: so must the CLI (bf16 weights would
-            // round the activations in the AVX512-BF16 mat-mat kernel, ~1e-3 off).
-            "--weights",
-            "f32",
-            "-o",
-            out.path().to_str().unwrap(),
-        ],
-    );
+    // Both commands read the same models and prompt on the reference path. The reference below
+    // holds the weights as f32: so must the CLI (bf16 weights would round the activations in the
+    // AVX512-BF16 mat-mat kernel, ~1e-3 off).
+    let same_input = [
+        "-m",
+        models[0],
+        "-m",
+        models[1],
+        "-p",
+        PROMPT,
+        "--kv",
+        "f32",
+        "--weights",
+        "f32",
+    ];
+    let out_dir = out.path().to_str().unwrap();
+    let attn_map_args = [
+        &["attn-map"][..],
+        &same_input,
+        &["--layers", "1,2", "-o", out_dir],
+    ]
+    .concat();
+    let o = gattn_cpu(cache.path(), &attn_map_args);
     expect_exit(&o, 0);
 
     let sink = gattn_cpu(
         cache.path(),
-        &[
-            "sink",
-            "-m",
-            models[0],
-            "-m",
-            models[1],
-            "-p",
-            PROMPT,
-            "--kv",
-            "f32",
-            "--weights",
-            "f32",
-            "--json",
-        ],
+        &[&["sink"][..], &same_input, &["--json"]].concat(),
     );
     expect_exit(&sink, 0);
     let reports: serde_json::Value = serde_json::from_slice(&sink.stdout).unwrap();
