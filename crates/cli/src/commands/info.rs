@@ -3,7 +3,7 @@
 use anyhow::Result;
 
 use gattn_kernels::dispatch::{cpu_features, dispatch_choice};
-use gattn_kernels::matmul::bf16_matmat_rounds_activations;
+use gattn_kernels::matmul::bf16_rounds_activations;
 use gattn_model::{KvCache, MemoryPlan, RopeScaling, available_memory};
 
 use crate::args::InfoArgs;
@@ -19,12 +19,12 @@ pub fn run(args: InfoArgs) -> Result<()> {
         yes(features.avx512_vnni),
         yes(features.avx512_bf16)
     );
-    let bf16_matmat = if bf16_matmat_rounds_activations(choice.level) {
+    let bf16_kernels = if bf16_rounds_activations(choice.level) {
         "avx512-bf16 dot product (activations rounded to bf16)"
     } else {
-        "weights widened to f32, gemm"
+        "weights widened to f32 (gemm for mat-mat)"
     };
-    println!("bf16 gemm: {bf16_matmat}");
+    println!("bf16:      {bf16_kernels}");
     println!("threads:   {}", rayon::current_num_threads());
     let Some(source) = &args.model else {
         return Ok(());

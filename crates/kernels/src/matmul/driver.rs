@@ -39,7 +39,7 @@ struct Input<'x> {
     x: &'x [f32],
     m: usize,
     q8: Option<Q8Activations>,
-    /// For bf16 weights in a mat-mat where the bf16 dot-product kernel runs.
+    /// For bf16 weights where the bf16 dot-product kernels run.
     bf16: Option<Bf16Activations>,
 }
 
@@ -102,8 +102,7 @@ pub(crate) fn run(
     };
     let needs = |f: fn(&WeightMatrix<'_>) -> bool| mats.iter().map(|(w, _)| w).chain(gate).any(f);
     let needs_q8 = needs(|w| matches!(w, WeightMatrix::Int8(_)));
-    let needs_bf16 =
-        m > 1 && bf16dot::available(level) && needs(|w| matches!(w, WeightMatrix::Bf16 { .. }));
+    let needs_bf16 = bf16dot::available(level) && needs(|w| matches!(w, WeightMatrix::Bf16 { .. }));
     let mut input = Input {
         x,
         m,
@@ -222,6 +221,11 @@ unsafe fn compute(
             float_cols(level, data, k, x, m, col0, cols, y, ld)
         },
         WeightMatrix::Bf16 { data, k, .. } => match &input.bf16 {
+            #[cfg(target_arch = "x86_64")]
+            Some(xb) if m == 1 => unsafe {
+                let out = std::slice::from_raw_parts_mut(y, cols);
+                bf16dot::matvec_rows(data, k, xb, col0, out)
+            },
             #[cfg(target_arch = "x86_64")]
             Some(xb) => unsafe { bf16dot::matmat_cols(data, k, xb, col0, cols, y, ld) },
             _ => unsafe { float_cols(level, data, k, x, m, col0, cols, y, ld) },

@@ -10,7 +10,8 @@
 //!
 //! Files: `driver` splits the work and runs it in parallel, `int8/` (layout, quantization,
 //! matrix type, microkernels per ISA) and `float/` (f32/bf16 mat-vec kernels per ISA, the
-//! AVX512-BF16 dot-product mat-mat in `float/bf16dot`, gemm panels for the other mat-mats)
+//! AVX512-BF16 dot-product mat-vec and mat-mat in `float/bf16dot`, gemm panels for the other
+//! mat-mats)
 //! compute.
 
 mod driver;
@@ -100,10 +101,10 @@ fn check_len(what: &'static str, got: usize, n: usize, k: usize) -> Result<(), M
     Ok(())
 }
 
-/// Do bf16 matrix-matrix products (2+ tokens) at `level` run the AVX512-BF16 dot-product kernel,
-/// which rounds the activations to bf16 (to nearest even)? Otherwise the bf16 weights are widened
-/// to f32 and the activations stay f32.
-pub fn bf16_matmat_rounds_activations(level: SimdLevel) -> bool {
+/// Do bf16 products at `level` run the AVX512-BF16 dot-product kernels (mat-vec and mat-mat),
+/// which round the activations to bf16 (to nearest even, as llama.cpp's BF16 does)? Otherwise the
+/// bf16 weights are widened to f32 and the activations stay f32.
+pub fn bf16_rounds_activations(level: SimdLevel) -> bool {
     float::bf16dot::available(level)
 }
 

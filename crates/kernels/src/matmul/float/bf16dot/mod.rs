@@ -1,5 +1,6 @@
 //! bf16 weights (as stored, `[n, k]`) times activations rounded to bf16, with AVX512-BF16
-//! `vdpbf16ps` and f32 accumulation: the matrix-matrix path for bf16 checkpoints.
+//! `vdpbf16ps` and f32 accumulation: the matrix-vector and matrix-matrix paths for bf16
+//! checkpoints.
 //!
 //! The activations are converted once per matmul call ([`Bf16Activations`], shared by every
 //! job and every fused matrix); a job computes one column panel (weight rows). Blocking: k in
@@ -55,7 +56,12 @@ pub(crate) fn convert_activations_into(
     );
     assert_eq!(x.len(), m * k);
     let kp = k.next_multiple_of(STEP);
-    let rows = m.next_multiple_of(TILE_TOKENS);
+    // The mat-vec reads one token: no tile to pad for.
+    let rows = if m == 1 {
+        1
+    } else {
+        m.next_multiple_of(TILE_TOKENS)
+    };
     out.bits.clear();
     out.bits.resize(rows * kp, 0);
     (out.m, out.rows, out.k, out.kp) = (m, rows, k, kp);
@@ -74,6 +80,28 @@ pub(crate) fn convert_activations_into(
                 *d = bf16::from_f32(*s).to_bits();
             }
         });
+}
+
+/// Rows `col0 .. col0 + out.len()` of `w` dotted with the single token of `x`: the mat-vec.
+///
+/// # Safety
+/// Only where [`available`] holds.
+#[cfg(target_arch = "x86_64")]
+pub(crate) unsafe fn matvec_rows(
+    w: &[bf16],
+    k: usize,
+    x: &Bf16Activations,
+    col0: usize,
+    out: &mut [f32],
+) {
+    assert!(w.len() >= (col0 + out.len()) * k);
+    assert!(x.m == 1 && x.k == k && x.bits.len() >= x.kp);
+    let wp = w.as_ptr().cast::<u16>();
+    for (r, y) in out.iter_mut().enumerate() {
+        // SAFETY: AVX512-BF16 per the caller's contract; row col0 + r holds k values inside w;
+        // x holds kp = k rounded up to 32 values, zero past k.
+        *y = unsafe { microkernel_avx512::row_dot(wp.add((col0 + r) * k), k, x.bits.as_ptr()) };
+    }
 }
 
 /// Columns `col0 .. col0 + cols` of `y = x w^T`, written through `y` (column `col0` of token 0)
