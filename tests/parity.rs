@@ -4,13 +4,13 @@
 use gattn_model::{AttentionPath, KvDtype, LogitsFor, Qwen3Model, WeightFormat};
 use gattn_tests::{Fixture, max_abs_diff};
 
-/// Tolerance for bf16 weights against `tight`: where the AVX512-BF16 mat-mat kernel runs, it
-/// rounds the activations of every multi-token matmul to bf16 (relative error 2^-8, the same
+/// Tolerance for bf16 weights against `tight`: where the AVX512-BF16 kernels run, they
+/// round the activations of every matmul to bf16 (relative error 2^-8, the same
 /// rounding a bf16 KV cache applies to K and V, allowed 3e-2 below); measured up to 3.3e-2 on
 /// these fixtures (logits max ~5), so 5e-2. Elsewhere only the accumulation order differs.
 fn bf16_weights_tolerance(tight: f32) -> f32 {
     let level = gattn_kernels::dispatch::simd_level();
-    if gattn_kernels::matmul::bf16_matmat_rounds_activations(level) {
+    if gattn_kernels::matmul::bf16_rounds_activations(level) {
         5e-2
     } else {
         tight
@@ -173,6 +173,11 @@ fn fused_decode_equals_reference_decode_for_every_kv_format() {
     }
 }
 
+/// int8 weights (blocks of 64) and activations against the oracle, logits max ~5: these
+/// fixtures have k = 64 or 96, so a block is a whole row and its scale follows the row's largest
+/// weight. Measured 0.171 / 0.065 / 0.135 here (0.133 / 0.069 / 0.114 with blocks of 32).
+const INT8_WEIGHTS_TOLERANCE: f32 = 0.25;
+
 /// bf16 weights through the SIMD kernels equal the reference (the checkpoint is bf16, so only the
 /// accumulation order differs); int8 weights stay within the error their block scales imply.
 #[test]
@@ -196,7 +201,7 @@ fn simd_weight_formats_stay_close_to_the_oracle() {
             WeightFormat::Int8,
             AttentionPath::Fused,
             KvDtype::F32,
-            0.15,
+            INT8_WEIGHTS_TOLERANCE,
         );
     }
 }

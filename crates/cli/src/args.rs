@@ -284,7 +284,7 @@ pub enum WeightsArg {
     F32,
     /// bf16 weights (used in place when the checkpoint is bf16), SIMD kernels
     Bf16,
-    /// int8 blocks of 32 (quantized at load, or as stored by `quantize`), SIMD (VNNI) kernels
+    /// int8 blocks of 64 (quantized at load, or as stored by `quantize`), SIMD (VNNI) kernels
     Int8,
 }
 

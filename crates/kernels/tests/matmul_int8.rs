@@ -14,7 +14,8 @@ use gattn_kernels::reference::matmul::matmul_f32;
 use half::bf16;
 use proptest::prelude::*;
 
-const BLOCK: usize = 32;
+/// The int8 format's block (`layout::BLOCK`), restated: a change of the format shows here.
+const BLOCK: usize = 64;
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]

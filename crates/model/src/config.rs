@@ -383,7 +383,7 @@ impl Qwen3Config {
     }
 }
 
-/// `gattn_quantization`: absent (weights as stored) or `{"format": Q8_FORMAT, "block": 32}`.
+/// `gattn_quantization`: absent (weights as stored) or `{"format": Q8_FORMAT, "block": 64}`.
 /// Any other format or block size is refused: this build could not read the weights.
 fn parse_quantization(path: &Path, top: &Fields<'_>) -> Result<bool> {
     use gattn_kernels::matmul::{Q8_FORMAT, int8::layout::BLOCK};

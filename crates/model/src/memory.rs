@@ -2,6 +2,7 @@
 //! before anything is allocated, and compared with what the machine can give.
 
 use gattn_kernels::attention::KvDtype;
+use gattn_kernels::matmul::int8::layout::BLOCK;
 
 use crate::config::Qwen3Config;
 use crate::error::{ModelError, Result};
@@ -32,9 +33,9 @@ impl MemoryPlan {
         let weight_bytes = match format {
             WeightFormat::F32 => params * 4,
             WeightFormat::Bf16 => params * 2,
-            // 1 byte + a 4-byte scale per 32 weights; the embedding table stays bf16 beside its
-            // int8 lm_head (tied or not).
-            WeightFormat::Int8 => params * 9 / 8 + embedding * 2,
+            // 1 byte + a 4-byte f32 scale per block of weights; the embedding table stays bf16
+            // beside its int8 lm_head (tied or not).
+            WeightFormat::Int8 => params + params * 4 / BLOCK as u64 + embedding * 2,
         };
         let chunk = chunk_tokens.min(ctx).max(1) as u64;
         let widest_row = [

@@ -2,12 +2,12 @@
 //! linear weight `X.weight` `[n, k]` is stored as two tensors in the layout
 //! [`Q8_FORMAT`] names, used in place from the memory map (no copy, no re-quantizing):
 //!
-//! - `X.weight.q8_packed`: U8 `[n rounded up to 16, k rounded up to 32]`, the interleaved
+//! - `X.weight.q8_packed`: U8 `[n rounded up to 16, k rounded up to 64]`, the interleaved
 //!   offset-binary bytes of `gattn_kernels::matmul::int8::layout`;
-//! - `X.weight.q8_scales`: F32 `[n rounded up to 16, k / 32 rounded up]`, one scale per
-//!   (row, block of 32), in the layout's order.
+//! - `X.weight.q8_scales`: F32 `[n rounded up to 16, k / 64 rounded up]`, one scale per
+//!   (row, block of 64), in the layout's order.
 //!
-//! The file's `__metadata__` says `gattn_quantization = Q8_FORMAT` and `gattn_q8_block = 32`;
+//! The file's `__metadata__` says `gattn_quantization = Q8_FORMAT` and `gattn_q8_block = 64`;
 //! config.json says the same in its `gattn_quantization` object. Both must agree.
 
 use std::path::PathBuf;

@@ -18,7 +18,7 @@ pub enum WeightFormat {
     /// bf16 as stored (memory-mapped, no copy) when the checkpoint is bf16; converted otherwise.
     /// Runs the SIMD matmul kernels.
     Bf16,
-    /// Symmetric int8 in blocks of 32 along the input, quantized at load (embeddings stay bf16),
+    /// Symmetric int8 in blocks of 64 along the input, quantized at load (embeddings stay bf16),
     /// or used in place from an int8 checkpoint (`gattn-cpu quantize`). Runs the SIMD (VNNI) kernels.
     Int8,
 }

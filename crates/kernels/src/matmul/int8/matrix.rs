@@ -9,7 +9,7 @@ use super::quantize::quantize_weight_rows;
 use crate::matmul::error::{MatmulError, Q8FormatError};
 
 /// An `n x k` weight matrix (PyTorch Linear layout: `n` outputs, `k` inputs) quantized to int8
-/// in blocks of 32 along `k`. Borrowed when built by [`Q8Matrix::from_parts`] over mmapped bytes.
+/// in blocks of 64 along `k`. Borrowed when built by [`Q8Matrix::from_parts`] over mmapped bytes.
 #[derive(Debug, Clone)]
 pub struct Q8Matrix<'a> {
     n: usize,
@@ -75,7 +75,7 @@ impl<'a> Q8Matrix<'a> {
     ///
     /// `packed` is always borrowed (no copy). `scale_bytes` are little-endian f32; they are
     /// borrowed when 4-byte aligned (safetensors keeps tensor data 8-aligned when tensors are
-    /// sized in multiples of 8 bytes, which both parts are), else copied (4 bytes per 32 weights).
+    /// sized in multiples of 8 bytes, which both parts are), else copied (4 bytes per 64 weights).
     pub fn from_parts(
         packed: &'a [u8],
         scale_bytes: &'a [u8],
@@ -150,7 +150,7 @@ impl<'a> Q8Matrix<'a> {
         self.k
     }
 
-    /// Blocks of 32 along k (the last one zero-padded).
+    /// Blocks of 64 along k (the last one zero-padded).
     pub fn blocks(&self) -> usize {
         layout::blocks(self.k)
     }

@@ -1,5 +1,5 @@
 //! AVX512-VNNI int8 microkernels: `vpdpbusd` of offset-binary weights (u8) by activation bytes
-//! (i8, broadcast 4 at a time), one i32 lane per output row, f32 epilogue once per block of 32.
+//! (i8, broadcast 4 at a time), one i32 lane per output row, f32 epilogue once per block of 64.
 
 use core::arch::x86_64::*;
 
@@ -27,7 +27,7 @@ pub fn group_dot(packed: &[u8], scales: &[f32], x: ActRow<'_>) -> [f32; ROWS] {
             let xb = xp.add(b * BLOCK);
             let mut a0 = _mm512_set1_epi32(*x.offset_fix.get_unchecked(b));
             let mut a1 = _mm512_setzero_si512();
-            for t in (0..8).step_by(2) {
+            for t in (0..BLOCK / 4).step_by(2) {
                 a0 = _mm512_dpbusd_epi32(
                     a0,
                     _mm512_loadu_si512(w.add(t * 64).cast()),

@@ -19,7 +19,7 @@ pub fn group_dot(packed: &[u8], scales: &[f32], x: ActRow<'_>) -> [f32; ROWS] {
     let (wp, sp, xp) = (packed.as_ptr(), scales.as_ptr(), x.qs.as_ptr());
     for b in 0..nb {
         // SAFETY: b < nb and the lengths were checked above; each step t reads 64 weight bytes
-        // at b * 512 + t * 64 and 4 activation bytes at b * 32 + 4t.
+        // at b * TILE_BYTES + t * 64 and 4 activation bytes at b * BLOCK + 4t.
         unsafe {
             // Per 4 rows, two i32x4 of pair sums: lanes (row, half) of the low / high 8 bytes.
             let mut lo = [vdupq_n_s32(0); ROWS / 4];

@@ -1,4 +1,4 @@
-//! Quantization of weights (at load) and of activations (per call) to int8 blocks of 32.
+//! Quantization of weights (at load) and of activations (per call) to int8 blocks of 64.
 //!
 //! Both are symmetric with scale = amax / 127 per block and round-to-nearest-even, so
 //! `|x - q * scale| <= scale / 2` for every value: the error bound the proptests check.
@@ -15,7 +15,7 @@ fn round_ties_even(v: f32) -> f32 {
     (v + MAGIC) - MAGIC
 }
 
-/// Quantizes one block (up to 32 values) into `q`; returns the scale. Non-finite input gives
+/// Quantizes one block (up to 64 values) into `q`; returns the scale. Non-finite input gives
 /// a non-finite scale, which poisons only the outputs that use this block.
 #[inline(always)]
 fn quantize_block(values: &[f32], q: &mut [i8; BLOCK]) -> f32 {
@@ -94,7 +94,7 @@ pub(crate) fn quantize_weight_rows(
     (packed, scales)
 }
 
-/// Activations `[m, k]` quantized to int8 blocks of 32 for the int8 kernels.
+/// Activations `[m, k]` quantized to int8 blocks of 64 for the int8 kernels.
 ///
 /// Rows are padded to a multiple of the microkernel height with zero tokens, and each row to
 /// `blocks * 32` values with zeros, so kernels never branch on tails.
@@ -104,7 +104,7 @@ pub struct Q8Activations {
     pub(crate) k: usize,
     pub(crate) rows: usize,
     pub(crate) nb: usize,
-    /// `[rows][nb * 32]`
+    /// `[rows][nb * 64]`
     pub(crate) qs: Vec<i8>,
     /// `[rows][nb]`
     pub(crate) scales: Vec<f32>,
@@ -148,7 +148,7 @@ pub(crate) struct ActRow<'a> {
     pub offset_fix: &'a [i32],
 }
 
-/// Quantizes x `[m, k]` (row-major) to int8 blocks of 32; rows are padded to a multiple of 16.
+/// Quantizes x `[m, k]` (row-major) to int8 blocks of 64; rows are padded to a multiple of 16.
 /// Panics if `x.len() != m * k` (the entry points check shapes first).
 pub fn quantize_activations(x: &[f32], m: usize, k: usize) -> Q8Activations {
     let mut out = Q8Activations::default();
