@@ -490,6 +490,8 @@ fn bench_json_reports_consistent_speeds_bytes_and_roofline() {
         "/bandwidth/after_gbps",
         "/roofline/decode_tokens_per_second",
         "/roofline/ratio",
+        "/roofline/paired_ratio",
+        "/bandwidth/paired_median_gbps",
         "/memory/planned_bytes",
     ] {
         let v = num(path);
@@ -527,6 +529,7 @@ fn bench_json_reports_consistent_speeds_bytes_and_roofline() {
         "per token:",
         "bandwidth:",
         "roofline:",
+        "paired:",
         "peak RSS",
     ] {
         assert!(stdout(&o).contains(key), "{key} missing: {}", stdout(&o));

@@ -59,6 +59,11 @@ impl ReadProbe {
         ReadProbe { buffer, slice_len }
     }
 
+    /// Bytes one pass reads (all of them resident).
+    pub fn bytes(&self) -> usize {
+        self.buffer.len() * 8
+    }
+
     /// One timed pass over the whole buffer on the current pool, in GB/s.
     pub fn pass_gbps(&self) -> f64 {
         use rayon::prelude::*;

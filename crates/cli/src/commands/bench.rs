@@ -4,7 +4,8 @@ use anyhow::Result;
 use serde::Serialize;
 
 use gattn_model::bench::{
-    BenchReport, BenchSettings, DepthFill, PROBE_BYTES, PROBE_PASSES, memory_plan,
+    BenchReport, BenchSettings, DepthFill, PAIRED_PROBE_BYTES, PROBE_BYTES, PROBE_PASSES,
+    memory_plan,
 };
 use gattn_model::{available_memory, run_bench};
 
@@ -117,6 +118,12 @@ fn print_summary(dir: &str, r: &BenchReport) {
     println!(
         "roofline:   {:.3} tok/s decode; achieved {:.3} of it",
         r.roofline.decode_tokens_per_second, r.roofline.ratio
+    );
+    println!(
+        "paired:     {:.3} of the roofline (median over tokens of each token's GB/s / a {} probe pass right before it; passes median {:.2} GB/s)",
+        r.roofline.paired_ratio,
+        gib(PAIRED_PROBE_BYTES as u64),
+        b.paired_median_gbps
     );
     let mem = &r.memory;
     println!(

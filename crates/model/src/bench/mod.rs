@@ -10,7 +10,7 @@ pub mod traffic;
 
 use std::time::Instant;
 
-use gattn_kernels::bandwidth::measure_read_bandwidth_gbps_in_current_pool;
+use gattn_kernels::bandwidth::{ReadProbe, measure_read_bandwidth_gbps_in_current_pool};
 use gattn_kernels::dispatch::dispatch_choice;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -29,6 +29,9 @@ pub use traffic::DecodeTraffic;
 pub const PROBE_BYTES: usize = 1 << 30;
 /// Passes of the probe; their median is reported.
 pub const PROBE_PASSES: usize = 5;
+/// Bytes of the probe pass timed right before each decode token (8x the L3, and short next to
+/// a token: ~8 ms against 70-120 ms for the 1.7B shape).
+pub const PAIRED_PROBE_BYTES: usize = gattn_kernels::bandwidth::PROBE_BYTES;
 
 /// What to measure.
 #[derive(Debug, Clone, Serialize)]
@@ -169,6 +172,8 @@ pub struct BandwidthReport {
     pub before_gbps: f64,
     pub after_gbps: f64,
     pub mean_gbps: f64,
+    /// Median of the passes timed right before each decode token ([`PAIRED_PROBE_BYTES`]).
+    pub paired_median_gbps: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -177,6 +182,11 @@ pub struct Roofline {
     pub decode_tokens_per_second: f64,
     /// Achieved median decode tokens/s / roofline tokens/s.
     pub ratio: f64,
+    /// Median over the decode tokens of (bytes per token / the token's time) / (the probe pass
+    /// right before it). On a shared host whose bandwidth moves by a third within minutes, each
+    /// pair is measured under the same conditions, which the probes before and after the whole
+    /// decode cannot promise.
+    pub paired_ratio: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -248,16 +258,25 @@ pub fn run_bench(model: &Qwen3Model, settings: &BenchSettings) -> Result<BenchRe
     let probe =
         || measure_read_bandwidth_gbps_in_current_pool(settings.probe_bytes, settings.probe_passes);
     let before_gbps = probe();
+    // Resident through the decode; its bytes are taken off the decode's peak below.
+    let paired_probe = ReadProbe::new(PAIRED_PROBE_BYTES);
     let reset = rss::reset_peak_rss();
     let mut decode_seconds = Vec::with_capacity(settings.gen_tokens);
+    let mut paired_gbps = Vec::with_capacity(settings.gen_tokens);
     let mut logits = Vec::new();
     for _ in 0..settings.gen_tokens {
+        paired_gbps.push(paired_probe.pass_gbps());
         let start = Instant::now();
         model.forward_into(&[token], &mut cache, LogitsFor::Last, &mut logits)?;
         token = argmax(&logits);
         decode_seconds.push(start.elapsed().as_secs_f64());
     }
-    let peak_decode = if reset { rss::peak_rss_bytes() } else { None };
+    let peak_decode = if reset {
+        rss::peak_rss_bytes().map(|peak| peak.saturating_sub(paired_probe.bytes() as u64))
+    } else {
+        None
+    };
+    drop(paired_probe);
     let after_gbps = probe();
     drop(cache);
 
@@ -266,6 +285,11 @@ pub fn run_bench(model: &Qwen3Model, settings: &BenchSettings) -> Result<BenchRe
     let traffic = DecodeTraffic::of_decode(model, settings.depth, settings.gen_tokens);
     let mean_gbps = 0.5 * (before_gbps + after_gbps);
     let roofline_tps = mean_gbps * 1e9 / traffic.total_bytes as f64;
+    let paired_ratios: Vec<f64> = decode_seconds
+        .iter()
+        .zip(&paired_gbps)
+        .map(|(secs, gbps)| traffic.total_bytes as f64 / secs / (gbps * 1e9))
+        .collect();
     let plan = memory_plan(config, model.format, model.kv_dtype, settings);
     let choice = dispatch_choice();
     Ok(BenchReport {
@@ -305,10 +329,12 @@ pub fn run_bench(model: &Qwen3Model, settings: &BenchSettings) -> Result<BenchRe
             before_gbps,
             after_gbps,
             mean_gbps,
+            paired_median_gbps: Spread::of(&paired_gbps).median,
         },
         roofline: Roofline {
             decode_tokens_per_second: roofline_tps,
             ratio: decode_spread.median / roofline_tps,
+            paired_ratio: Spread::of(&paired_ratios).median,
         },
         memory: MemoryReport {
             peak_rss_bytes: peak_before_probe.max(peak_decode),
