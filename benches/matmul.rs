@@ -1,6 +1,8 @@
 //! Linear-layer kernels on Qwen3-1.7B shapes, reported against this machine's limits measured in
 //! the same run: mat-vec as GB/s of weights streamed (ratio to the read-bandwidth probe), 512-token
-//! mat-mat as GFLOP/s (int8: ratio to a measured AVX512-VNNI peak, bf16: to an AVX512-BF16 one). 2 threads (rayon pool).
+//! mat-mat as GFLOP/s (int8: ratio to a measured AVX512-VNNI peak, bf16: to an AVX512-BF16 one).
+//! 2 threads (rayon pool). Each shape also prints a "paired" line: the median ratio of 9
+//! alternations of one limit pass (bandwidth or peak) and one pass of the kernel.
 //!
 //! Mat-vec rotates over enough copies of the matrix to exceed the 32 MiB L3, as a model's layers
 //! do, so the figures are DRAM figures. `cargo bench -p gattn-benches --bench matmul -- --quick`.
@@ -17,7 +19,8 @@ const THREADS: usize = 2;
 const TOKENS: usize = 512;
 /// Total weight bytes a mat-vec rotates over (8x L3).
 const ROTATION_BYTES: usize = 256 << 20;
-/// Alternations of one probe pass and one mat-vec rotation per shape (see `paired_matvec`).
+/// Alternations of one limit pass (read bandwidth, arithmetic peak) and one pass of the measured
+/// work per shape (see `paired`).
 const PAIRED_ROUNDS: usize = 9;
 
 /// (name, k = in_features, n = out_features)
@@ -111,45 +114,58 @@ impl Samples {
     }
 }
 
-/// Sustained dot-product throughput: 12 independent accumulator chains of `step` on every
-/// thread, in GOP/s (`ops_per_call` per call of `step`, one multiply-add = 2 ops as FLOP counts).
-fn measure_peak_gops(threads: usize, ops_per_call: u64, chains: fn(u64) -> f32) -> f64 {
-    const ITERS: u64 = 20_000_000;
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .unwrap();
-    let mut rates = Vec::new();
-    for _ in 0..5 {
-        let start = Instant::now();
-        pool.broadcast(|_| std::hint::black_box(chains(ITERS)));
-        let secs = start.elapsed().as_secs_f64();
-        rates.push((ITERS * 12 * ops_per_call * threads as u64) as f64 / secs / 1e9);
-    }
-    median(&mut rates)
+/// A dot-product peak kernel: `chains(n)` runs 12 independent accumulator chains of `n` steps,
+/// each step `ops_per_step` ops (one multiply-add = 2 ops, as FLOP counts).
+#[derive(Clone, Copy)]
+struct PeakKernel {
+    ops_per_step: u64,
+    chains: fn(u64) -> f32,
 }
 
-/// The AVX512-VNNI `vpdpbusd` (64 u8 x i8 products per instruction) and AVX512-BF16
-/// `vdpbf16ps` (32 bf16 products) peaks of this CPU.
-fn measure_peaks(threads: usize) -> Peaks {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::is_x86_feature_detected;
-        // SAFETY (both): each kernel runs only after its feature was detected.
-        Peaks {
-            vnni: is_x86_feature_detected!("avx512vnni")
-                .then(|| measure_peak_gops(threads, 64 * 2, |n| unsafe { vnni_chains(n) })),
-            bf16: is_x86_feature_detected!("avx512bf16")
-                .then(|| measure_peak_gops(threads, 32 * 2, |n| unsafe { bf16_chains(n) })),
+/// Steps per chain of a full peak pass (~60 ms) and of a paired one (~15 ms).
+const PEAK_STEPS: u64 = 20_000_000;
+const PAIRED_PEAK_STEPS: u64 = 5_000_000;
+
+impl PeakKernel {
+    /// The AVX512-VNNI `vpdpbusd` (64 u8 x i8 products) or AVX512-BF16 `vdpbf16ps` (32 bf16
+    /// products) kernel, where this CPU has it.
+    fn of(format: Format) -> Option<PeakKernel> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::is_x86_feature_detected;
+            // SAFETY (both): each kernel runs only after its feature was detected.
+            match format {
+                Format::Int8 if is_x86_feature_detected!("avx512vnni") => Some(PeakKernel {
+                    ops_per_step: 64 * 2,
+                    chains: |n| unsafe { vnni_chains(n) },
+                }),
+                Format::Bf16 if is_x86_feature_detected!("avx512bf16") => Some(PeakKernel {
+                    ops_per_step: 32 * 2,
+                    chains: |n| unsafe { bf16_chains(n) },
+                }),
+                _ => None,
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = format;
+            None
         }
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = threads;
-        Peaks {
-            vnni: None,
-            bf16: None,
-        }
+
+    /// One pass on every thread of the current (global) pool, the threads the kernels use, in
+    /// GOP/s.
+    fn pass_gops(self, steps: u64) -> f64 {
+        let threads = rayon::current_num_threads() as u64;
+        let start = Instant::now();
+        rayon::broadcast(|_| std::hint::black_box((self.chains)(steps)));
+        (steps * 12 * self.ops_per_step * threads) as f64 / start.elapsed().as_secs_f64() / 1e9
+    }
+
+    /// The median of 5 full passes.
+    fn median_gops(self) -> f64 {
+        let mut rates: Vec<f64> = (0..5).map(|_| self.pass_gops(PEAK_STEPS)).collect();
+        median(&mut rates)
     }
 }
 
@@ -189,33 +205,32 @@ fn bf16_chains(iters: u64) -> f32 {
     _mm512_reduce_add_ps(sum)
 }
 
-/// The arithmetic peaks the mat-mat figures are compared with (None: not on this CPU).
-#[derive(Clone, Copy)]
-struct Peaks {
-    vnni: Option<f64>,
-    bf16: Option<f64>,
-}
-
 struct Summary {
     lines: Vec<String>,
 }
 
-/// Median ratio, mat-vec GB/s and probe GB/s of `PAIRED_ROUNDS` alternations of one probe pass
-/// and one `rotation` (which returns the bytes it streamed). Each ratio compares two passes
-/// taken a fraction of a second apart: on this shared host the bandwidth swings by a third
-/// between runs minutes apart, which a probe taken before or after a benchmark cannot follow.
-fn paired_matvec(probe: &ReadProbe, mut rotation: impl FnMut() -> usize) -> (f64, f64, f64) {
-    let (mut ratios, mut matvec, mut read) = (Vec::new(), Vec::new(), Vec::new());
+/// Median ratio, work rate and limit rate of `PAIRED_ROUNDS` alternations of one pass of a
+/// limit probe (`limit`, returning its rate: read GB/s or peak GOP/s) and one timed `work`
+/// (returning the bytes or ops it did), rates in 1e9 units per second. Each ratio compares two
+/// passes taken a fraction of a second apart: on this shared host the bandwidth swings by a
+/// third between runs minutes apart, and the cores are shared too, which limits probed once
+/// before or after a benchmark cannot follow.
+fn paired(mut limit: impl FnMut() -> f64, mut work: impl FnMut() -> usize) -> (f64, f64, f64) {
+    let (mut ratios, mut work_rates, mut limits) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..PAIRED_ROUNDS {
-        let probe_gbps = probe.pass_gbps();
+        let limit_rate = limit();
         let start = Instant::now();
-        let bytes = rotation();
-        let matvec_gbps = bytes as f64 / start.elapsed().as_secs_f64() / 1e9;
-        ratios.push(matvec_gbps / probe_gbps);
-        matvec.push(matvec_gbps);
-        read.push(probe_gbps);
+        let amount = work();
+        let work_rate = amount as f64 / start.elapsed().as_secs_f64() / 1e9;
+        ratios.push(work_rate / limit_rate);
+        work_rates.push(work_rate);
+        limits.push(limit_rate);
     }
-    (median(&mut ratios), median(&mut matvec), median(&mut read))
+    (
+        median(&mut ratios),
+        median(&mut work_rates),
+        median(&mut limits),
+    )
 }
 
 fn bench_matvec(c: &mut Criterion, summary: &mut Summary) {
@@ -262,12 +277,15 @@ fn bench_matvec(c: &mut Criterion, summary: &mut Summary) {
                 format.name(),
                 gbps / bandwidth
             ));
-            let (ratio, matvec_gbps, read_gbps) = paired_matvec(&probe, || {
-                for w in &mats {
-                    matmul(&w.view(n, k), &x, None, &mut y).unwrap();
-                }
-                bytes * mats.len()
-            });
+            let (ratio, matvec_gbps, read_gbps) = paired(
+                || probe.pass_gbps(),
+                || {
+                    for w in &mats {
+                        matmul(&w.view(n, k), &x, None, &mut y).unwrap();
+                    }
+                    bytes * mats.len()
+                },
+            );
             summary.lines.push(format!(
                 "       {:4} {name:36} paired: {ratio:.2} x read bandwidth (median of {PAIRED_ROUNDS}; mat-vec {matvec_gbps:.1} GB/s, probe {read_gbps:.1} GB/s)",
                 format.name()
@@ -277,7 +295,23 @@ fn bench_matvec(c: &mut Criterion, summary: &mut Summary) {
     group.finish();
 }
 
-fn bench_matmat(c: &mut Criterion, summary: &mut Summary, peaks: Peaks) {
+/// The arithmetic peaks probed at the start (None: not on this CPU).
+struct Peaks {
+    vnni: Option<f64>,
+    bf16: Option<f64>,
+}
+
+impl Peaks {
+    fn measure() -> Peaks {
+        let median_of = |format| PeakKernel::of(format).map(PeakKernel::median_gops);
+        Peaks {
+            vnni: median_of(Format::Int8),
+            bf16: median_of(Format::Bf16),
+        }
+    }
+}
+
+fn bench_matmat(c: &mut Criterion, summary: &mut Summary, peaks: &Peaks) {
     let mut group = c.benchmark_group("matmat512");
     group
         .sample_size(10)
@@ -315,6 +349,23 @@ fn bench_matmat(c: &mut Criterion, summary: &mut Summary, peaks: Peaks) {
                 "matmat {:4} 512 tok {name:36} {gflops:7.1} GFLOP/s{ratio}",
                 format.name()
             ));
+            if let Some(kernel) = PeakKernel::of(format) {
+                // Enough calls to take about as long as the peak pass (~15 ms) or longer.
+                let calls = (0.015 / secs).ceil().max(1.0) as usize;
+                let (ratio, gflops, peak) = paired(
+                    || kernel.pass_gops(PAIRED_PEAK_STEPS),
+                    || {
+                        for _ in 0..calls {
+                            matmul(&w.view(n, k), &x, None, &mut y).unwrap();
+                        }
+                        flops * calls
+                    },
+                );
+                summary.lines.push(format!(
+                    "       {:4} 512 tok {name:36} paired: {ratio:.2} x peak (median of {PAIRED_ROUNDS}; {gflops:.1} GFLOP/s, peak pass {peak:.0})",
+                    format.name()
+                ));
+            }
         }
     }
     group.finish();
@@ -327,7 +378,7 @@ fn main() {
         .build_global();
     let mut criterion = Criterion::default().configure_from_args();
     let bw_before = measure_read_bandwidth_gbps(THREADS);
-    let peaks = measure_peaks(THREADS);
+    let peaks = Peaks::measure();
     let mut summary = Summary { lines: Vec::new() };
     let filter_matmat = std::env::var("MATMUL_BENCH")
         .map(|v| v == "matvec")
@@ -339,7 +390,7 @@ fn main() {
         bench_matvec(&mut criterion, &mut summary);
     }
     if !filter_matmat {
-        bench_matmat(&mut criterion, &mut summary, peaks);
+        bench_matmat(&mut criterion, &mut summary, &peaks);
     }
     let bw_after = measure_read_bandwidth_gbps(THREADS);
     criterion.final_summary();
