@@ -1,7 +1,8 @@
 //! f32 and bf16 weights (used in place, e.g. straight from an mmapped checkpoint) times f32
 //! activations. bf16 with AVX512-BF16: `bf16dot` (activations rounded to bf16), mat-vec and
-//! mat-mat. Otherwise matrix-vector: own kernels; matrix-matrix: the `gemm` crate on column panels (bf16 panels
-//! widened to f32 first, a cost of one mat-vec per call, amortized over the tokens).
+//! mat-mat. Otherwise matrix-vector: own kernels; matrix-matrix: the `gemm` crate on column
+//! panels (bf16 panels widened to f32 first, a cost of one mat-vec per call, amortized over the
+//! tokens).
 
 pub(crate) mod bf16dot;
 mod scalar;

@@ -31,7 +31,7 @@ pub(crate) fn available(level: SimdLevel) -> bool {
 
 /// The activations `[m, k]` rounded to bf16 (to nearest even), stored as bits in
 /// `[rows, kp]`: k padded with zeros to a multiple of 32, tokens with zero rows to a multiple of
-/// the token tile.
+/// the token tile (a single token, the mat-vec's, is not padded).
 #[derive(Debug, Default)]
 pub(crate) struct Bf16Activations {
     bits: Vec<u16>,
