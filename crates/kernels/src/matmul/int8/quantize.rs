@@ -97,7 +97,7 @@ pub(crate) fn quantize_weight_rows(
 /// Activations `[m, k]` quantized to int8 blocks of 64 for the int8 kernels.
 ///
 /// Rows are padded to a multiple of the microkernel height with zero tokens, and each row to
-/// `blocks * 32` values with zeros, so kernels never branch on tails.
+/// `blocks * BLOCK` values with zeros, so kernels never branch on tails.
 #[derive(Debug, Clone, Default)]
 pub struct Q8Activations {
     pub(crate) m: usize,
