@@ -42,16 +42,22 @@ impl Sampler {
         if self.params.temperature <= 0.0 {
             return argmax(logits);
         }
-        // Candidates sorted by logit, most likely first (ties by id, so the order is deterministic).
+        // Candidates sorted by logit, most likely first (ties by id: a total order, so the kept
+        // set and its order are deterministic).
+        let by_rank = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
         let mut candidates: Vec<(u32, f32)> = logits
             .iter()
             .enumerate()
             .map(|(i, &l)| (i as u32, l))
             .collect();
-        candidates.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        if self.params.top_k > 0 {
-            candidates.truncate(self.params.top_k);
+        let top_k = self.params.top_k;
+        if top_k > 0 && top_k < candidates.len() {
+            // Only the top k are needed: pick them out in linear time before sorting them
+            // (sorting all 151936 logits took ~3% of a decode step).
+            candidates.select_nth_unstable_by(top_k - 1, by_rank);
+            candidates.truncate(top_k);
         }
+        candidates.sort_by(by_rank);
         let max = candidates[0].1;
         let mut probs: Vec<f32> = candidates
             .iter()
@@ -115,6 +121,28 @@ mod tests {
         for _ in 0..20 {
             assert_eq!(s.sample(&[0.1, 3.0, -1.0, 2.9]), 1);
         }
+    }
+
+    #[test]
+    fn top_k_keeps_the_k_largest_logits_ties_by_lowest_id() {
+        // Ranks: id 5 (9.0), then ids 1 and 3 tie (4.0; 1 first), then id 0 (3.0), ...
+        let logits = [3.0, 4.0, -1.0, 4.0, 2.0, 9.0, 0.5, 4.0];
+        let draws = |top_k| {
+            let mut s = Sampler::new(SamplingParams {
+                temperature: 100.0,
+                top_k,
+                top_p: 1.0,
+                seed: 3,
+            });
+            let mut seen: Vec<u32> = (0..2000).map(|_| s.sample(&logits)).collect();
+            seen.sort();
+            seen.dedup();
+            seen
+        };
+        assert_eq!(draws(2), [1, 5]);
+        assert_eq!(draws(4), [1, 3, 5, 7]);
+        assert_eq!(draws(5), [0, 1, 3, 5, 7]);
+        assert_eq!(draws(8).len(), 8);
     }
 
     #[test]
