@@ -96,11 +96,21 @@ pub(crate) unsafe fn matvec_rows(
 ) {
     assert!(w.len() >= (col0 + out.len()) * k);
     assert!(x.m == 1 && x.k == k && x.bits.len() >= x.kp);
-    let wp = w.as_ptr().cast::<u16>();
-    for (r, y) in out.iter_mut().enumerate() {
-        // SAFETY: AVX512-BF16 per the caller's contract; row col0 + r holds k values inside w;
-        // x holds kp = k rounded up to 32 values, zero past k.
-        *y = unsafe { microkernel_avx512::row_dot(wp.add((col0 + r) * k), k, x.bits.as_ptr()) };
+    let (wp, xp) = (w.as_ptr().cast::<u16>(), x.bits.as_ptr());
+    // Four rows at a time: four weight streams in flight. One row at a time left the mat-vec at
+    // 0.60-0.85 of the read bandwidth on the Xeon host; four reach 0.84-1.09.
+    let first = col0 + out.len() / 4 * 4;
+    let mut quads = out.chunks_exact_mut(4);
+    for (q, y4) in (&mut quads).enumerate() {
+        // SAFETY: AVX512-BF16 per the caller's contract; rows col0 + 4q .. + 4 hold k values
+        // each inside w; x holds kp = k rounded up to 32 values, zero past k.
+        y4.copy_from_slice(&unsafe {
+            microkernel_avx512::row_dot4(wp.add((col0 + 4 * q) * k), k, xp)
+        });
+    }
+    for (r, y) in quads.into_remainder().iter_mut().enumerate() {
+        // SAFETY: as above, for row first + r.
+        *y = unsafe { microkernel_avx512::row_dot(wp.add((first + r) * k), k, xp) };
     }
 }
 
