@@ -15,12 +15,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use criterion::{Criterion, SamplingMode, Throughput};
-use gattn_benches::median_seconds;
+use gattn_benches::{DecodeAtDepth, median_seconds, write_random_qwen3_1_7b};
 use gattn_kernels::bandwidth::measure_read_bandwidth_gbps;
-use gattn_model::bench::{DecodeTraffic, fill_synthetic};
-use gattn_model::init::{Preset, write_random_checkpoint};
-use gattn_model::{GateMode, KvCache, KvDtype, LogitsFor, Qwen3Model, WeightFormat};
-use gattn_tensor::DType;
+use gattn_model::{GateMode, KvDtype, Qwen3Model, WeightFormat};
 
 const THREADS: usize = 2;
 
@@ -38,21 +35,9 @@ fn checkpoint() -> (PathBuf, Option<tempfile::TempDir>) {
         return (PathBuf::from(dir), None);
     }
     let temp = tempfile::tempdir().expect("a temporary directory for the checkpoint");
-    let config = Preset::Qwen3_1_7b.config(GateMode::None);
-    eprintln!(
-        "writing a random Qwen3-1.7B-shape checkpoint to {} (set GATTN_BENCH_MODEL to reuse one)",
-        temp.path().display()
-    );
-    write_random_checkpoint(temp.path(), &config, DType::BF16, 0).expect("writing the checkpoint");
+    eprintln!("(set GATTN_BENCH_MODEL to reuse a checkpoint)");
+    write_random_qwen3_1_7b(temp.path(), GateMode::None);
     (temp.path().to_path_buf(), Some(temp))
-}
-
-/// A cache holding `depth` tokens of seeded synthetic keys and values in every layer.
-fn filled_cache(model: &Qwen3Model, depth: usize) -> KvCache {
-    let mut cache = model.new_cache(depth + 1);
-    fill_synthetic(&model.config, &mut cache, depth, 0)
-        .expect("the cache has room for depth tokens");
-    cache
 }
 
 fn main() {
@@ -77,19 +62,10 @@ fn main() {
             .warm_up_time(Duration::from_millis(500))
             .measurement_time(Duration::from_secs(4));
         for &depth in &depths {
-            let mut cache = filled_cache(&model, depth);
-            let layers = model.config.num_hidden_layers;
-            let mut step = || {
-                let logits = model
-                    .forward(&[17], &mut cache, LogitsFor::Last)
-                    .expect("a decode step");
-                std::hint::black_box(logits);
-                for layer in 0..layers {
-                    cache.layer_mut(layer).storage.truncate(depth);
-                }
-            };
+            let mut decode = DecodeAtDepth::new(&model, depth);
             // Each step attends over depth + 1 rows (its own K/V appended first).
-            let traffic = DecodeTraffic::of_decode(&model, depth, 1);
+            let traffic = decode.traffic();
+            let mut step = || decode.step();
             group.throughput(Throughput::Bytes(traffic.total_bytes));
             group.bench_function(format!("{}/{depth}", format.name()), |b| b.iter(&mut step));
             let before = measure_read_bandwidth_gbps(THREADS);

@@ -15,10 +15,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use gattn_model::bench::{DecodeTraffic, fill_synthetic};
-use gattn_model::init::{Preset, write_random_checkpoint};
-use gattn_model::{GateMode, KvCache, KvDtype, LogitsFor, Qwen3Model, WeightFormat};
-use gattn_tensor::DType;
+use gattn_benches::{DecodeAtDepth, write_random_qwen3_1_7b};
+use gattn_model::{GateMode, KvDtype, Qwen3Model, WeightFormat};
 
 const THREADS: usize = 2;
 const GATES: [GateMode; 3] = [GateMode::None, GateMode::Headwise, GateMode::Elementwise];
@@ -47,57 +45,24 @@ fn checkpoints() -> ([PathBuf; 3], Option<tempfile::TempDir>) {
     let temp = tempfile::tempdir().expect("a temporary directory for the checkpoints");
     let dirs = GATES.map(|gate| {
         let dir = temp.path().join(gate.name());
-        eprintln!(
-            "writing a random Qwen3-1.7B-shape checkpoint ({} gate) to {}",
-            gate.name(),
-            dir.display()
-        );
-        // The same seed for all three: the weights they share are the same.
-        write_random_checkpoint(&dir, &Preset::Qwen3_1_7b.config(gate), DType::BF16, 0)
-            .expect("writing the checkpoint");
+        write_random_qwen3_1_7b(&dir, gate);
         dir
     });
     (dirs, Some(temp))
 }
 
-/// One model, its cache at `depth` tokens, and what a step reads.
-struct Case {
-    model: Qwen3Model,
-    cache: KvCache,
-    depth: usize,
-    bytes: u64,
+fn load(dir: &Path, format: WeightFormat) -> Qwen3Model {
+    let mut model =
+        Qwen3Model::load(dir, format).unwrap_or_else(|e| panic!("loading {}: {e}", dir.display()));
+    model.kv_dtype = KvDtype::Bf16;
+    model
 }
 
-impl Case {
-    fn load(dir: &Path, format: WeightFormat, depth: usize) -> Case {
-        let mut model = Qwen3Model::load(dir, format)
-            .unwrap_or_else(|e| panic!("loading {}: {e}", dir.display()));
-        model.kv_dtype = KvDtype::Bf16;
-        let mut cache = model.new_cache(depth + 1);
-        fill_synthetic(&model.config, &mut cache, depth, 0).expect("the cache has room");
-        let bytes = DecodeTraffic::of_decode(&model, depth, 1).total_bytes;
-        Case {
-            model,
-            cache,
-            depth,
-            bytes,
-        }
-    }
-
-    /// Seconds of one decode step; the cache is truncated back to `depth` afterwards.
-    fn step_seconds(&mut self) -> f64 {
-        let start = Instant::now();
-        let logits = self
-            .model
-            .forward(&[17], &mut self.cache, LogitsFor::Last)
-            .expect("a decode step");
-        let seconds = start.elapsed().as_secs_f64();
-        std::hint::black_box(logits);
-        for layer in 0..self.model.config.num_hidden_layers {
-            self.cache.layer_mut(layer).storage.truncate(self.depth);
-        }
-        seconds
-    }
+/// Seconds of one decode step.
+fn step_seconds(decode: &mut DecodeAtDepth<'_>) -> f64 {
+    let start = Instant::now();
+    decode.step();
+    start.elapsed().as_secs_f64()
 }
 
 /// (25th percentile, median, 75th percentile) of `values`.
@@ -119,10 +84,16 @@ fn main() {
     let depth = env_or("GATE_BENCH_DEPTH", 512, |s| s.parse().ok());
     let rounds = env_or("GATE_BENCH_ROUNDS", 40, |s| s.parse().ok()).max(1);
     let (dirs, _temp) = checkpoints();
-    let mut cases = dirs.each_ref().map(|dir| Case::load(dir, format, depth));
+    let models = dirs.each_ref().map(|dir| load(dir, format));
+    let mut cases = models
+        .each_ref()
+        .map(|model| DecodeAtDepth::new(model, depth));
+    let bytes = cases
+        .each_ref()
+        .map(|case| case.traffic().total_bytes as f64);
     // Warm-up: every model's weights are read once (page cache, first-touch faults).
     for case in &mut cases {
-        case.step_seconds();
+        case.step();
     }
     let mut ratios = [Vec::new(), Vec::new()];
     let mut baseline_ms = Vec::new();
@@ -131,7 +102,7 @@ fn main() {
         // Rotate the order so that no model always follows the same one.
         for i in 0..3 {
             let which = (round + i) % 3;
-            seconds[which] = cases[which].step_seconds();
+            seconds[which] = step_seconds(&mut cases[which]);
         }
         ratios[0].push(seconds[1] / seconds[0]);
         ratios[1].push(seconds[2] / seconds[0]);
@@ -145,16 +116,16 @@ fn main() {
     let (_, base_ms, _) = quartiles(&mut baseline_ms);
     eprintln!(
         "baseline decode step: median {base_ms:.1} ms, {:.3} GB read",
-        cases[0].bytes as f64 / 1e9
+        bytes[0] / 1e9
     );
-    for (gate, (case, ratios)) in ["headwise", "elementwise"]
+    for (gate, (gate_bytes, ratios)) in ["headwise", "elementwise"]
         .iter()
-        .zip(cases[1..].iter().zip(ratios.iter_mut()))
+        .zip(bytes[1..].iter().zip(ratios.iter_mut()))
     {
         let (q1, median, q3) = quartiles(ratios);
         eprintln!(
             "{gate:11} / baseline step time: median {median:.4} (quartiles {q1:.4}-{q3:.4}); bytes read {:.4}x",
-            case.bytes as f64 / cases[0].bytes as f64
+            gate_bytes / bytes[0]
         );
     }
 }
