@@ -112,71 +112,38 @@ pub(crate) unsafe fn tile<const T: usize>(
     }
 }
 
-/// One weight row by one token: `sum_i row[i] * x[i]` (the mat-vec's last rows, after
-/// [`row_dot4`]); 4 accumulators hide the `vdpbf16ps` latency. The activations as bf16 are 2
-/// bytes a value, half of f32: the mat-vec of a long row (k = 6144, `down`) keeps them in L1
+/// `R` weight rows (at `row`, `row + k`, ...) by one token: `out[r] = sum_i rows[r][i] * x[i]`,
+/// one accumulator a row. The mat-vec runs `R = 4`: four weight streams in flight, and four
+/// independent `vdpbf16ps` chains; `R < 4` only for a panel's last rows. The activations as
+/// bf16 are 2 bytes a value, half of f32: even for a long row (k = 6144, `down`) they stay in L1
 /// beside the weight streams.
 ///
 /// # Safety
-/// `row` valid for reads of `k` bf16 (bits); `x` valid for `k.next_multiple_of(32)` values,
-/// zero past `k`.
+/// Each of the `R` rows valid for reads of `k` bf16 (bits); `x` valid for
+/// `k.next_multiple_of(32)` values, zero past `k`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
-pub(crate) unsafe fn row_dot(row: *const u16, k: usize, x: *const u16) -> f32 {
-    let mut acc = [_mm512_setzero_ps(); 4];
-    let main = k / (4 * STEP) * (4 * STEP);
-    let mut i = 0;
+pub(crate) unsafe fn rows_dot<const R: usize>(
+    row: *const u16,
+    k: usize,
+    x: *const u16,
+) -> [f32; R] {
+    let mut acc = [_mm512_setzero_ps(); R];
     // SAFETY (all loads): offsets stay within the caller's contract.
-    unsafe {
-        while i < main {
-            for (u, a) in acc.iter_mut().enumerate() {
-                let o = i + u * STEP;
-                let w = as_bh(_mm512_loadu_si512(row.add(o).cast()));
-                let xv = as_bh(_mm512_loadu_si512(x.add(o).cast()));
-                *a = _mm512_dpbf16_ps(*a, w, xv);
-            }
-            i += 4 * STEP;
+    let mut step = |i: usize, mask: __mmask32| unsafe {
+        let xv = as_bh(_mm512_loadu_si512(x.add(i).cast()));
+        for (r, a) in acc.iter_mut().enumerate() {
+            let w = as_bh(_mm512_maskz_loadu_epi16(mask, row.add(r * k + i).cast()));
+            *a = _mm512_dpbf16_ps(*a, w, xv);
         }
-        let mut total = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
-        while i < k {
-            let live = (k - i).min(STEP);
-            let mask: __mmask32 = ((1u64 << live) - 1) as u32;
-            let w = as_bh(_mm512_maskz_loadu_epi16(mask, row.add(i).cast()));
-            let xv = as_bh(_mm512_loadu_si512(x.add(i).cast()));
-            total = _mm512_dpbf16_ps(total, w, xv);
-            i += STEP;
-        }
-        _mm512_reduce_add_ps(total)
-    }
-}
-
-/// Four weight rows by one token (four streams at once), `out[r] = sum_i rows[r][i] * x[i]`.
-///
-/// # Safety
-/// As [`row_dot`], for each of the four rows `row + r * k`.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
-pub(crate) unsafe fn row_dot4(row: *const u16, k: usize, x: *const u16) -> [f32; 4] {
-    let mut acc = [_mm512_setzero_ps(); 4];
+    };
+    // Full steps with a constant mask (a mask computed every step cost 0.1 of the bandwidth),
+    // then the live part of the rows' tail (x is zero-padded).
     let main = k / STEP * STEP;
-    let mut i = 0;
-    // SAFETY (all loads): offsets stay within the caller's contract.
-    unsafe {
-        while i < main {
-            let xv = as_bh(_mm512_loadu_si512(x.add(i).cast()));
-            for (r, a) in acc.iter_mut().enumerate() {
-                let w = as_bh(_mm512_loadu_si512(row.add(r * k + i).cast()));
-                *a = _mm512_dpbf16_ps(*a, w, xv);
-            }
-            i += STEP;
-        }
-        if i < k {
-            let live = k - i;
-            let mask: __mmask32 = ((1u64 << live) - 1) as u32;
-            let xv = as_bh(_mm512_loadu_si512(x.add(i).cast()));
-            for (r, a) in acc.iter_mut().enumerate() {
-                let w = as_bh(_mm512_maskz_loadu_epi16(mask, row.add(r * k + i).cast()));
-                *a = _mm512_dpbf16_ps(*a, w, xv);
-            }
-        }
-        acc.map(|a| _mm512_reduce_add_ps(a))
+    for i in (0..main).step_by(STEP) {
+        step(i, !0);
     }
+    if main < k {
+        step(main, ((1u64 << (k - main)) - 1) as u32);
+    }
+    acc.map(|a| _mm512_reduce_add_ps(a))
 }
