@@ -111,9 +111,12 @@ pub(crate) unsafe fn matmat_cols(
     // SAFETY: the caller's contract; `store` only writes rows < m and columns < cols.
     let store = |token: usize, g: usize, values: &[f32; ROWS]| {
         let first = g * ROWS - col0;
-        let count = ROWS.min(cols - first);
-        for (j, v) in values[..count].iter().enumerate() {
-            unsafe { *y.add(token * ld + first + j) = *v };
+        let out = unsafe { y.add(token * ld + first) };
+        if cols - first >= ROWS {
+            // A constant length: one vector move, not a loop or a memcpy call.
+            unsafe { out.cast::<[f32; ROWS]>().write_unaligned(*values) };
+        } else {
+            unsafe { std::ptr::copy_nonoverlapping(values.as_ptr(), out, cols - first) };
         }
     };
     match kernel {

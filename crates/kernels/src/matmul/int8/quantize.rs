@@ -8,11 +8,15 @@ use rayon::prelude::*;
 use super::layout::{self, BLOCK, ROWS, TILE_BYTES};
 use crate::dispatch::SimdLevel;
 
-/// Rounds to nearest, ties to even, for |v| < 2^22, with plain float adds (vectorizes on SSE2).
+/// `1.5 * 2^23`: adding it to a float of magnitude below 2^22 rounds the sum to an integer
+/// (to nearest, ties to even) held in the low mantissa bits.
+const MAGIC: f32 = 12_582_912.0;
+
+/// `round_ties_even(v)` as an i32, for |v| < 2^22, with a float add and an integer subtract:
+/// unlike `v.round_ties_even() as i32` (a saturating conversion) it vectorizes at every level.
 #[inline(always)]
-fn round_ties_even(v: f32) -> f32 {
-    const MAGIC: f32 = 12_582_912.0; // 1.5 * 2^23
-    (v + MAGIC) - MAGIC
+fn round_to_i32(v: f32) -> i32 {
+    (v + MAGIC).to_bits() as i32 - MAGIC.to_bits() as i32
 }
 
 /// Quantizes one block (up to 64 values) into `q`; returns the scale. Non-finite input gives
@@ -23,24 +27,15 @@ fn quantize_block(values: &[f32], q: &mut [i8; BLOCK]) -> f32 {
     if let Ok(full) = <&[f32; BLOCK]>::try_from(values) {
         return quantize_full_block(full, q);
     }
-    let amax = values.iter().fold(0.0f32, |a, v| a.max(v.abs()));
-    if amax == 0.0 {
-        *q = [0; BLOCK];
-        return 0.0;
-    }
-    let scale = amax / 127.0;
-    let inv = 127.0 / amax;
-    for (i, out) in q.iter_mut().enumerate() {
-        let v = values.get(i).copied().unwrap_or(0.0);
-        *out = round_ties_even(v * inv).clamp(-127.0, 127.0) as i8;
-    }
-    scale
+    let mut padded = [0.0f32; BLOCK];
+    padded[..values.len()].copy_from_slice(values);
+    quantize_full_block(&padded, q)
 }
 
 #[inline(always)]
 fn quantize_full_block(values: &[f32; BLOCK], q: &mut [i8; BLOCK]) -> f32 {
-    let mut amax = [0.0f32; 8];
-    for chunk in values.chunks_exact(8) {
+    let mut amax = [0.0f32; 16];
+    for chunk in values.chunks_exact(16) {
         for (a, v) in amax.iter_mut().zip(chunk) {
             *a = a.max(v.abs());
         }
@@ -52,7 +47,7 @@ fn quantize_full_block(values: &[f32; BLOCK], q: &mut [i8; BLOCK]) -> f32 {
     }
     let inv = 127.0 / amax;
     for (out, v) in q.iter_mut().zip(values) {
-        *out = round_ties_even(v * inv).clamp(-127.0, 127.0) as i8;
+        *out = round_to_i32(v * inv).clamp(-127, 127) as i8;
     }
     amax / 127.0
 }
