@@ -11,6 +11,7 @@ pub mod attention;
 pub mod bandwidth;
 pub mod dispatch;
 pub mod matmul;
+pub mod parallel;
 pub mod reference;
 mod simd_math;
 

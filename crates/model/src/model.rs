@@ -15,6 +15,7 @@ use crate::rope::RotaryEmbedding;
 use crate::scratch::{ForwardScratch, sized};
 use crate::weights::{Linear, WeightFormat, load_matrix};
 use gattn_kernels::attention::KvDtype;
+use gattn_kernels::parallel;
 
 /// What a forward pass reports besides the logits.
 enum Probes<'a> {
@@ -283,7 +284,16 @@ impl Qwen3Model {
                 LogitsFor::Last if last_chunk => ChunkLogits::Last(&mut logits[..]),
                 LogitsFor::Last => ChunkLogits::None,
             };
-            self.forward_chunk(&tokens[done..done + len], cache, chunk_logits, &mut probes)?;
+            let chunk_tokens = &tokens[done..done + len];
+            if len == 1 {
+                // A decode step: ~140 short parallel loops, run by workers that spin between them.
+                let probes = &mut probes;
+                parallel::with_spinning_workers(|| {
+                    self.forward_chunk(chunk_tokens, cache, chunk_logits, probes)
+                })?;
+            } else {
+                self.forward_chunk(chunk_tokens, cache, chunk_logits, &mut probes)?;
+            }
             done += len;
             if !on_chunk(done) && !last_chunk {
                 return Ok(PrefillEnd::Stopped { tokens_done: done });

@@ -11,8 +11,8 @@ use super::prefill::row_gate;
 use super::stats::AttentionStats;
 use super::tile::{KEY_TILE, PartialRows, QueryRow};
 use crate::SimdLevel;
+use crate::parallel;
 use crate::reference::{AttentionShape, GateScores};
-use rayon::prelude::*;
 
 /// Parts shorter than this are not worth a work item of their own.
 const MIN_PART_KEYS: usize = 1024;
@@ -76,28 +76,26 @@ pub fn decode_with_parts(
         .flat_map(|j| (0..parts).map(move |p| (j, p)))
         .collect();
 
-    let partials: Vec<PartialRows> = items
-        .par_iter()
-        .map(|&(j, p)| {
-            let rows: Vec<QueryRow> = (0..group)
-                .map(|g| QueryRow {
-                    q_offset: (j * group + g) * head_dim,
-                    position,
-                })
-                .collect();
-            let begin = (p * part_len).min(keys);
-            let end = ((p + 1) * part_len).min(keys);
-            run_at(
-                level,
-                AttendRange {
-                    kv: kv.head(j),
-                    q,
-                    rows: &rows,
-                    keys: begin..end,
-                },
-            )
-        })
-        .collect();
+    let partials: Vec<PartialRows> = parallel::map(items.len(), |item| {
+        let (j, p) = items[item];
+        let rows: Vec<QueryRow> = (0..group)
+            .map(|g| QueryRow {
+                q_offset: (j * group + g) * head_dim,
+                position,
+            })
+            .collect();
+        let begin = (p * part_len).min(keys);
+        let end = ((p + 1) * part_len).min(keys);
+        run_at(
+            level,
+            AttendRange {
+                kv: kv.head(j),
+                q,
+                rows: &rows,
+                keys: begin..end,
+            },
+        )
+    });
 
     let mut local = stats.is_some().then(AttentionStats::default);
     for (j, head_parts) in partials.chunks_exact(parts).enumerate() {

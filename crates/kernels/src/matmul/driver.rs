@@ -6,14 +6,13 @@
 
 use std::cell::RefCell;
 
-use rayon::prelude::*;
-
 use super::error::MatmulError;
 use super::float::bf16dot::{self, Bf16Activations};
 use super::float::{self, FloatWeight};
 use super::int8::{self, layout::ROWS, quantize::Q8Activations};
 use super::{SimdLevel, WeightMatrix};
 use crate::activations::silu_mul_in_place;
+use crate::parallel;
 
 pub(crate) enum Epilogue<'w, 'a> {
     None,
@@ -140,7 +139,8 @@ pub(crate) fn run(
     let outs: Vec<OutPtr> = ys.iter_mut().map(|y| OutPtr(y.as_mut_ptr())).collect();
     let input_ref = &input;
     let outs = &outs;
-    jobs.par_iter().for_each(|job| {
+    parallel::for_each(jobs.len(), |j| {
+        let job = &jobs[j];
         let (w, bias) = &mats[job.matrix];
         let ld = w.n();
         let y = outs[job.matrix];
