@@ -33,6 +33,14 @@ impl SafetensorsFile {
         // SAFETY: the file is mapped read-only; like every mmap-based loader (llama.cpp, candle) we
         // assume the checkpoint is not truncated by another process while it is in use.
         let mmap = unsafe { Mmap::map(&file) }.map_err(io_err)?;
+        // Asks for 2 MiB pages where the kernel can give them (file-backed transparent huge pages:
+        // page-cache folios read in after this hint). Decode streams every weight once a token,
+        // and on 4 KiB pages the bf16 model's rows each began a new page for the prefetchers and
+        // the TLB: on the test host, with the file read in fresh, FilePmdMapped went from 1.2 to
+        // 3.2 of 3.4 GB and bf16 decode 1.09x faster (paired, 3 runs); int8 1.04x. Only a hint:
+        // if it fails, or the file is already cached in small pages, nothing changes.
+        #[cfg(target_os = "linux")]
+        let _ = mmap.advise(memmap2::Advice::HugePage);
         Self::from_file_bytes(path, FileBytes::Mapped(mmap))
     }
 
