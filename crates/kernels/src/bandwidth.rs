@@ -35,7 +35,9 @@ pub fn measure_read_bandwidth_gbps_in_current_pool(bytes: usize, passes: usize) 
 /// A resident buffer to time read passes over, so a benchmark can alternate probe passes with
 /// the work it measures and compare the two under the same host conditions.
 pub struct ReadProbe {
-    buffer: Vec<u64>,
+    /// Anonymous memory asking for 2 MiB pages, as the checkpoint mappings do: the probe must
+    /// not read on smaller pages than the weights it is compared with.
+    buffer: memmap2::MmapMut,
     slice_len: usize,
 }
 
@@ -45,10 +47,13 @@ impl ReadProbe {
         use rayon::prelude::*;
         let threads = rayon::current_num_threads().max(1);
         let words = (bytes / 8).max(threads * 64);
-        // Filled by the threads that will read it, so pages are resident before timing starts.
-        let mut buffer = vec![0u64; words];
+        let mut buffer =
+            memmap2::MmapMut::map_anon(words * 8).expect("mapping the bandwidth probe's buffer");
+        #[cfg(target_os = "linux")]
+        let _ = buffer.advise(memmap2::Advice::HugePage);
         let slice_len = words.div_ceil(threads);
-        buffer
+        // Filled by the threads that will read it, so pages are resident before timing starts.
+        bytemuck::cast_slice_mut::<u8, u64>(&mut buffer)
             .par_chunks_mut(slice_len)
             .enumerate()
             .for_each(|(i, chunk)| {
@@ -61,21 +66,20 @@ impl ReadProbe {
 
     /// Bytes one pass reads (all of them resident).
     pub fn bytes(&self) -> usize {
-        self.buffer.len() * 8
+        self.buffer.len()
     }
 
     /// One timed pass over the whole buffer on the current pool, in GB/s.
     pub fn pass_gbps(&self) -> f64 {
         use rayon::prelude::*;
         let start = Instant::now();
-        let sum = self
-            .buffer
+        let sum = bytemuck::cast_slice::<u8, u64>(&self.buffer)
             .par_chunks(self.slice_len)
             .map(sum_words)
             .reduce(|| 0, u64::wrapping_add);
         let seconds = start.elapsed().as_secs_f64();
         std::hint::black_box(sum);
-        (self.buffer.len() * 8) as f64 / seconds / 1e9
+        self.bytes() as f64 / seconds / 1e9
     }
 
     /// The median of `passes` (at least 1) passes, in GB/s.
