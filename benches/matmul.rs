@@ -4,8 +4,8 @@
 //! 2 threads (rayon pool). Each shape also prints a "paired" line: the median ratio of 9
 //! alternations of one limit pass (bandwidth or peak) and one pass of the kernel.
 //!
-//! Mat-vec rotates over enough copies of the matrix to exceed the 32 MiB L3, as a model's layers
-//! do, so the figures are DRAM figures. `cargo bench -p gattn-benches --bench matmul -- --quick`.
+//! Mat-vec rotates over enough copies of the matrix to exceed the L3, as a model's layers do, so
+//! the figures are DRAM figures; the calls run inside `with_spinning_workers`, as in a decode step. `cargo bench -p gattn-benches --bench matmul -- --quick`.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use criterion::{BenchmarkId, Criterion, Throughput};
 use gattn_kernels::bandwidth::{PROBE_BYTES, ReadProbe, measure_read_bandwidth_gbps};
 use gattn_kernels::matmul::{Q8Matrix, WeightMatrix, matmul};
+use gattn_kernels::parallel::with_spinning_workers;
 use half::bf16;
 
 const THREADS: usize = 2;
@@ -50,20 +51,52 @@ impl Format {
     }
 }
 
-/// Owned weights of one format.
+/// Owned weights of one format. bf16 and int8 sit on 2 MiB pages, as the model's mmapped
+/// checkpoints ask for and as the bandwidth probe reads.
 enum Owned {
     F32(Vec<f32>),
-    Bf16(Vec<bf16>),
-    Int8(Q8Matrix<'static>),
+    Bf16(HugePages),
+    Int8 { packed: HugePages, scales: HugePages },
 }
 
 impl Owned {
-    fn view(&self, n: usize, k: usize) -> WeightMatrix<'_> {
+    fn matmul(&self, n: usize, k: usize, x: &[f32], y: &mut [f32]) {
         match self {
-            Owned::F32(w) => WeightMatrix::f32(w, n, k).unwrap(),
-            Owned::Bf16(w) => WeightMatrix::bf16(w, n, k).unwrap(),
-            Owned::Int8(q) => WeightMatrix::int8(q),
+            Owned::F32(w) => matmul(&WeightMatrix::f32(w, n, k).unwrap(), x, None, y),
+            Owned::Bf16(w) => matmul(&WeightMatrix::bf16(w.as_slice(), n, k).unwrap(), x, None, y),
+            Owned::Int8 { packed, scales } => {
+                let q = Q8Matrix::from_parts(packed.as_slice(), scales.as_slice(), n, k).unwrap();
+                matmul(&WeightMatrix::int8(&q), x, None, y)
+            }
         }
+        .unwrap()
+    }
+
+    /// Bytes one mat-vec streams.
+    fn bytes(&self) -> usize {
+        match self {
+            Owned::F32(w) => w.len() * 4,
+            Owned::Bf16(w) => w.0.len(),
+            Owned::Int8 { packed, scales } => packed.0.len() + scales.0.len(),
+        }
+    }
+}
+
+/// A copy in anonymous memory that asks for transparent huge pages before it is written.
+struct HugePages(memmap2::MmapMut);
+
+impl HugePages {
+    fn copy_of<T: bytemuck::Pod>(values: &[T]) -> Self {
+        let bytes: &[u8] = bytemuck::cast_slice(values);
+        let mut map = memmap2::MmapMut::map_anon(bytes.len()).unwrap();
+        #[cfg(target_os = "linux")]
+        let _ = map.advise(memmap2::Advice::HugePage);
+        map.copy_from_slice(bytes);
+        HugePages(map)
+    }
+
+    fn as_slice<T: bytemuck::Pod>(&self) -> &[T] {
+        bytemuck::cast_slice(&self.0)
     }
 }
 
@@ -84,8 +117,17 @@ fn make(format: Format, n: usize, k: usize, seed: u64) -> Owned {
     let w = fill(n * k, seed);
     match format {
         Format::F32 => Owned::F32(w),
-        Format::Bf16 => Owned::Bf16(w.into_iter().map(bf16::from_f32).collect()),
-        Format::Int8 => Owned::Int8(Q8Matrix::quantize_f32(&w, n, k).unwrap()),
+        Format::Bf16 => {
+            let w: Vec<bf16> = w.into_iter().map(bf16::from_f32).collect();
+            Owned::Bf16(HugePages::copy_of(&w))
+        }
+        Format::Int8 => {
+            let q = Q8Matrix::quantize_f32(&w, n, k).unwrap();
+            Owned::Int8 {
+                packed: HugePages::copy_of(q.to_parts().0),
+                scales: HugePages::copy_of(q.scale_bytes()),
+            }
+        }
     }
 }
 
@@ -243,7 +285,7 @@ fn bench_matvec(c: &mut Criterion, summary: &mut Summary) {
     for &(name, k, n) in SHAPES {
         for format in [Format::Int8, Format::Bf16] {
             let one = make(format, n, k, 1);
-            let bytes = one.view(n, k).bytes();
+            let bytes = one.bytes();
             let copies = ROTATION_BYTES.div_ceil(bytes).max(1);
             let mut mats = vec![one];
             for i in 1..copies {
@@ -257,10 +299,13 @@ fn bench_matvec(c: &mut Criterion, summary: &mut Summary) {
                 let mut next = 0;
                 bench.iter_custom(|iters| {
                     let start = Instant::now();
-                    for _ in 0..iters {
-                        matmul(&mats[next].view(n, k), &x, None, &mut y).unwrap();
-                        next = (next + 1) % mats.len();
-                    }
+                    // As a decode step runs them: the other worker spins between the calls.
+                    with_spinning_workers(|| {
+                        for _ in 0..iters {
+                            mats[next].matmul(n, k, &x, &mut y);
+                            next = (next + 1) % mats.len();
+                        }
+                    });
                     let t = start.elapsed();
                     samples.record(t, iters);
                     t
@@ -280,9 +325,11 @@ fn bench_matvec(c: &mut Criterion, summary: &mut Summary) {
             let (ratio, matvec_gbps, read_gbps) = paired(
                 || probe.pass_gbps(),
                 || {
-                    for w in &mats {
-                        matmul(&w.view(n, k), &x, None, &mut y).unwrap();
-                    }
+                    with_spinning_workers(|| {
+                        for w in &mats {
+                            w.matmul(n, k, &x, &mut y);
+                        }
+                    });
                     bytes * mats.len()
                 },
             );
@@ -329,7 +376,7 @@ fn bench_matmat(c: &mut Criterion, summary: &mut Summary, peaks: &Peaks) {
                 bench.iter_custom(|iters| {
                     let start = Instant::now();
                     for _ in 0..iters {
-                        matmul(&w.view(n, k), &x, None, &mut y).unwrap();
+                        w.matmul(n, k, &x, &mut y);
                     }
                     let t = start.elapsed();
                     samples.record(t, iters);
@@ -356,7 +403,7 @@ fn bench_matmat(c: &mut Criterion, summary: &mut Summary, peaks: &Peaks) {
                     || kernel.pass_gops(PAIRED_PEAK_STEPS),
                     || {
                         for _ in 0..calls {
-                            matmul(&w.view(n, k), &x, None, &mut y).unwrap();
+                            w.matmul(n, k, &x, &mut y);
                         }
                         flops * calls
                     },
