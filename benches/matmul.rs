@@ -56,7 +56,10 @@ impl Format {
 enum Owned {
     F32(Vec<f32>),
     Bf16(HugePages),
-    Int8 { packed: HugePages, scales: HugePages },
+    Int8 {
+        packed: HugePages,
+        scales: HugePages,
+    },
 }
 
 impl Owned {

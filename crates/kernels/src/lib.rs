@@ -4,6 +4,7 @@
 //!   and every fast kernel has a proptest comparing it with its reference.
 //! - `dispatch`: the one place that decides, once at start-up, which SIMD level runs.
 //! - `matmul`, `attention`, `activations`: the fast kernels (microkernels, packing/blocking and dispatch kept apart).
+//! - `parallel`: the kernels' parallel loops, and the spinning team a decode step runs them on.
 //! - `bandwidth`: the read-bandwidth probe that speeds are reported against (the roofline).
 
 pub mod activations;

@@ -3,7 +3,8 @@
 //!
 //! - [`WeightMatrix`]: what a linear layer holds (f32 or bf16 slices used in place, or a
 //!   [`Q8Matrix`]). [`matmul`] is the one entry point: matrix-vector for one token, matrix-matrix
-//!   for a chunk, rayon-parallel over output columns in the caller's current pool.
+//!   for a chunk, parallel over output columns in the caller's current rayon pool
+//!   (through [`crate::parallel::for_each`]).
 //! - Fusions: [`matmul_shared_input`] (q/k/v/gate projections: activations quantized once, one
 //!   parallel pass over all matrices) and [`gate_up_silu`] (`silu(x Wg^T) * (x Wu^T)`).
 //! - `*_at` variants take an explicit [`SimdLevel`] (proptests run every supported level).
