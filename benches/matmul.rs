@@ -5,7 +5,8 @@
 //! alternations of one limit pass (bandwidth or peak) and one pass of the kernel.
 //!
 //! Mat-vec rotates over enough copies of the matrix to exceed the L3, as a model's layers do, so
-//! the figures are DRAM figures; the calls run inside `with_spinning_workers`, as in a decode step. `cargo bench -p gattn-benches --bench matmul -- --quick`.
+//! the figures are DRAM figures; the calls run inside `with_spinning_workers`, as in a decode
+//! step. `cargo bench -p gattn-benches --bench matmul -- --quick`.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
