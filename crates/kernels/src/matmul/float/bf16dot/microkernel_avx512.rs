@@ -112,6 +112,12 @@ pub(crate) unsafe fn tile<const T: usize>(
     }
 }
 
+/// Values (1 KiB) ahead of the loads that each row's software prefetch asks for. The four row
+/// streams each run 4 KiB (one row at k = 2048) before the next group of rows, too short for the
+/// hardware prefetchers to ramp up: with the prefetch the mat-vec went from 0.80-0.89 to 0.88-1.01
+/// of the read bandwidth (matmul bench, all six shapes, three runs each, alternated).
+const PREFETCH_AHEAD: usize = 512;
+
 /// `R` weight rows (at `row`, `row + k`, ...) by one token: `out[r] = sum_i rows[r][i] * x[i]`,
 /// one accumulator a row. The mat-vec runs `R = 4`: four weight streams in flight, and four
 /// independent `vdpbf16ps` chains; `R < 4` only for a panel's last rows. The activations as
@@ -121,12 +127,6 @@ pub(crate) unsafe fn tile<const T: usize>(
 /// # Safety
 /// Each of the `R` rows valid for reads of `k` bf16 (bits); `x` valid for
 /// `k.next_multiple_of(32)` values, zero past `k`.
-/// Values (1 KiB) ahead of the loads that each row's software prefetch asks for. The four row
-/// streams each run 4 KiB (one row at k = 2048) before the next group of rows, too short for the
-/// hardware prefetchers to ramp up: with the prefetch the mat-vec went from 0.80-0.89 to 0.88-1.01
-/// of the read bandwidth (matmul bench, all six shapes, three runs each, alternated).
-const PREFETCH_AHEAD: usize = 512;
-
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
 pub(crate) unsafe fn rows_dot<const R: usize>(
     row: *const u16,
