@@ -15,6 +15,7 @@ pub mod model;
 pub mod q8_checkpoint;
 pub mod quantize;
 pub mod rope;
+mod rows;
 pub mod sampling;
 pub mod scratch;
 pub mod tokenizer;

@@ -8,6 +8,7 @@ use crate::error::Result;
 use crate::kv_cache::LayerKvCache;
 use crate::layers::norm::RmsNorm;
 use crate::rope::RopeAngles;
+use crate::rows::for_each_row_mut;
 use crate::scratch::{AttentionScratch, sized};
 use crate::weights::{Linear, WeightFormat};
 
@@ -146,22 +147,20 @@ impl Attention {
         );
         split_query_and_gate(q_proj_out, n, self.shape, self.gate, queries, gate_scores);
 
-        // 3. Per-head RMSNorm of queries and keys (never of the gate), then RoPE.
-        if let Some(q_norm) = &self.q_norm {
-            q_norm.forward_in_place(queries);
-        }
-        if let Some(k_norm) = &self.k_norm {
-            k_norm.forward_in_place(keys);
-        }
-        for t in 0..n {
+        // 3. Per-head RMSNorm of queries and keys (never of the gate), then RoPE; token by token.
+        let norm_and_rotate = |norm: &Option<RmsNorm>, t: usize, row: &mut [f32]| {
             let (cos, sin) = (rope.cos(t), rope.sin(t));
-            for head in queries[t * q_dim..][..q_dim].chunks_exact_mut(head_dim) {
+            for head in row.chunks_exact_mut(head_dim) {
+                if let Some(norm) = norm {
+                    norm.forward_row_in_place(head);
+                }
                 reference::apply_rope_rotate_half(head, cos, sin);
             }
-            for head in keys[t * kv_dim..][..kv_dim].chunks_exact_mut(head_dim) {
-                reference::apply_rope_rotate_half(head, cos, sin);
-            }
-        }
+        };
+        for_each_row_mut(queries, q_dim, |t, row| {
+            norm_and_rotate(&self.q_norm, t, row)
+        });
+        for_each_row_mut(keys, kv_dim, |t, row| norm_and_rotate(&self.k_norm, t, row));
 
         // 4. Cache K (after RoPE) and V; attend causally over everything cached, then the gate:
         //    attn_h *= sigmoid(gate_h).

@@ -6,6 +6,7 @@ use crate::kv_cache::LayerKvCache;
 use crate::layers::attention::{AttentionPath, LayerProbe};
 use crate::layers::{Attention, Mlp, RmsNorm};
 use crate::rope::RopeAngles;
+use crate::rows::for_each_row_mut;
 use crate::scratch::{LayerScratch, sized};
 use crate::weights::WeightFormat;
 
@@ -57,6 +58,7 @@ impl DecoderLayer {
         probe: LayerProbe<'_>,
         scratch: &mut LayerScratch,
     ) -> Result<()> {
+        let hidden_size = self.input_layernorm.dim();
         let normed = sized(&mut scratch.normed, hidden.len());
         let update = sized(&mut scratch.update, hidden.len());
 
@@ -72,12 +74,12 @@ impl DecoderLayer {
             probe,
             &mut scratch.attention,
         )?;
-        add_in_place(hidden, update);
+        add_in_place(hidden, update, hidden_size);
 
         // h = h + MLP(RMSNorm(h))
         self.post_attention_layernorm.forward(hidden, normed);
         self.mlp.forward(normed, n, update, &mut scratch.mlp)?;
-        add_in_place(hidden, update);
+        add_in_place(hidden, update, hidden_size);
         Ok(())
     }
 
@@ -86,8 +88,11 @@ impl DecoderLayer {
     }
 }
 
-fn add_in_place(x: &mut [f32], y: &[f32]) {
-    for (a, b) in x.iter_mut().zip(y) {
-        *a += b;
-    }
+/// `x += y` for `[n, hidden]` rows.
+fn add_in_place(x: &mut [f32], y: &[f32], hidden: usize) {
+    for_each_row_mut(x, hidden, |i, row| {
+        for (a, b) in row.iter_mut().zip(&y[i * hidden..][..hidden]) {
+            *a += b;
+        }
+    });
 }
