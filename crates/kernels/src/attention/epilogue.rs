@@ -1,7 +1,7 @@
 //! Epilogue: one output row from the final softmax state, `out = acc / l * sigmoid(gate)` in a
 //! single pass (undoing the lane permutation on the way), plus the optional statistics.
 
-use super::layout::slot_of;
+use super::layout::for_each_slot;
 use super::stats::AttentionStats;
 use crate::reference::sigmoid;
 
@@ -35,24 +35,16 @@ pub(crate) fn write_row(
 ) {
     // l == 0 only if every score was -inf: output zeros rather than NaN.
     let inv_l = if row.l > 0.0 { 1.0 / row.l } else { 0.0 };
-    let slot = |e: usize| row.acc[slot_of(e, row.elems_per_word, row.lanes)];
+    let (len, epw, lanes, acc) = (out.len(), row.elems_per_word, row.lanes, row.acc);
     match gate {
-        RowGate::None => {
-            for (e, o) in out.iter_mut().enumerate() {
-                *o = slot(e) * inv_l;
-            }
-        }
+        RowGate::None => for_each_slot(len, epw, lanes, |e, slot| out[e] = acc[slot] * inv_l),
         RowGate::Headwise(score) => {
             let g = inv_l * sigmoid(score);
-            for (e, o) in out.iter_mut().enumerate() {
-                *o = slot(e) * g;
-            }
+            for_each_slot(len, epw, lanes, |e, slot| out[e] = acc[slot] * g)
         }
-        RowGate::Elementwise(scores) => {
-            for (e, (o, &score)) in out.iter_mut().zip(scores).enumerate() {
-                *o = slot(e) * inv_l * sigmoid(score);
-            }
-        }
+        RowGate::Elementwise(scores) => for_each_slot(len, epw, lanes, |e, slot| {
+            out[e] = acc[slot] * inv_l * sigmoid(scores[e])
+        }),
     }
     if let Some(stats) = stats {
         let sink = if row.s0 == f32::NEG_INFINITY {

@@ -7,13 +7,38 @@ pub(crate) fn permuted_len(row_words: usize, elems_per_word: usize, lanes: usize
     row_words.div_ceil(lanes) * elems_per_word * lanes
 }
 
-/// Slot of element `e`.
-#[inline]
-pub(crate) fn slot_of(e: usize, elems_per_word: usize, lanes: usize) -> usize {
+/// Slot of element `e` (the definition; the kernels walk it with [`for_each_slot`]).
+#[cfg(test)]
+fn slot_of(e: usize, elems_per_word: usize, lanes: usize) -> usize {
     let word = e / elems_per_word;
     let j = e % elems_per_word;
     let (b, i) = (word / lanes, word % lanes);
     (b * elems_per_word + j) * lanes + i
+}
+
+/// Calls `f(element, slot)` for the elements `0..elems` of a row, slot by slot: the same pairs as
+/// [`slot_of`], without its divisions by run-time values (two per element made the epilogue
+/// 2.5% of a 512-token prefill).
+#[inline]
+pub(crate) fn for_each_slot(
+    elems: usize,
+    elems_per_word: usize,
+    lanes: usize,
+    mut f: impl FnMut(usize, usize),
+) {
+    let blocks = elems.div_ceil(elems_per_word * lanes);
+    let mut slot = 0;
+    for b in 0..blocks {
+        for j in 0..elems_per_word {
+            for i in 0..lanes {
+                let e = elems_per_word * (b * lanes + i) + j;
+                if e < elems {
+                    f(e, slot);
+                }
+                slot += 1;
+            }
+        }
+    }
 }
 
 /// Writes `x * factor` into `out` in permuted order (`out` zeroed first, so padding stays 0).
@@ -25,14 +50,33 @@ pub(crate) fn permute_scaled(
     out: &mut [f32],
 ) {
     out.iter_mut().for_each(|v| *v = 0.0);
-    for (e, &v) in x.iter().enumerate() {
-        out[slot_of(e, elems_per_word, lanes)] = v * factor;
-    }
+    for_each_slot(x.len(), elems_per_word, lanes, |e, slot| {
+        out[slot] = x[e] * factor
+    });
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn for_each_slot_visits_every_element_at_its_slot() {
+        for (head_dim, e, lanes) in [
+            (80, 4, 16),
+            (128, 2, 8),
+            (65, 1, 16),
+            (66, 4, 1),
+            (66, 2, 4),
+        ] {
+            let mut seen = vec![false; head_dim];
+            for_each_slot(head_dim, e, lanes, |d, slot| {
+                assert_eq!(slot, slot_of(d, e, lanes), "element {d}");
+                assert!(!seen[d], "element {d} visited twice");
+                seen[d] = true;
+            });
+            assert!(seen.iter().all(|&s| s), "every element visited");
+        }
+    }
 
     #[test]
     fn slots_are_a_permutation_within_the_padded_row() {
