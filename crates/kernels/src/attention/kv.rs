@@ -254,8 +254,8 @@ impl KvLayer {
                 push_row(dtype, v, &mut head.v, &mut head.v_scale);
             }
         };
-        // A prefill chunk's rows, one task a head: done on the calling thread, a 512-token
-        // chunk's append left the other core idle ~5% of an int8 prefill.
+        // A prefill chunk: one task a head. On the calling thread alone, a 512-token chunk's
+        // append kept the other core idle for ~5% of an int8 prefill (perf, by thread).
         if n >= PARALLEL_APPEND_ROWS {
             use rayon::prelude::*;
             self.heads.par_iter_mut().enumerate().for_each(append_head);
@@ -340,8 +340,8 @@ fn push_row(dtype: KvDtype, x: &[f32], words: &mut Vec<u32>, scales: &mut Vec<f3
     }
 }
 
-/// `bf16::from_f32(v)` (round to nearest even, NaN stays NaN) as the low 16 bits of a word,
-/// written out so that the loop over a row vectorizes.
+/// `bf16::from_f32(v)` (round to nearest even, NaN stays NaN) as the low 16 bits of a word, in
+/// integer arithmetic that the loop over a row can keep in vector registers.
 fn bf16_bits(v: f32) -> u32 {
     let bits = v.to_bits();
     if v.is_nan() {
