@@ -112,45 +112,45 @@ pub(crate) unsafe fn tile<const T: usize>(
     }
 }
 
-/// One weight row by one token: `sum_i row[i] * x[i]`, in four accumulator chains along k (so
-/// the `vdpbf16ps` latency is hidden). The mat-vec calls it row after row, and since rows are
-/// contiguous, a panel is one linear stream that the hardware prefetcher follows from start to
-/// end. The earlier kernel read four rows at once, four streams of 4 KiB (k = 2048) each, with a
-/// software prefetch 1 KiB ahead in each: on the Zen 5 host a single thread streamed the lm_head
-/// at 33-38 GB/s that way and at 41 this way (a plain read: 42-43), and bf16 decode went from
-/// 9.0-9.6 to 11.1-11.4 tok/s with `-t 1` and from 17.1-17.8 to 19.9-20.7 with `-t 2` (paired
-/// roofline 0.71-0.74 -> 0.84-0.85; alternated, three runs each).
+/// Values (1 KiB) ahead of the loads that each row's software prefetch asks for. The four row
+/// streams each run 4 KiB (one row at k = 2048) before the next group of rows, too short for the
+/// hardware prefetchers to ramp up: with the prefetch the mat-vec went from 0.80-0.89 to 0.88-1.01
+/// of the read bandwidth (matmul bench, all six shapes, three runs each, alternated).
+const PREFETCH_AHEAD: usize = 512;
+
+/// `R` weight rows (at `row`, `row + k`, ...) by one token: `out[r] = sum_i rows[r][i] * x[i]`,
+/// one accumulator a row. The mat-vec runs `R = 4`: four weight streams in flight, and four
+/// independent `vdpbf16ps` chains; `R < 4` only for a panel's last rows. The activations as
+/// bf16 are 2 bytes a value, half of f32: even for a long row (k = 6144, `down`) they stay in L1
+/// beside the weight streams.
 ///
 /// # Safety
-/// `row` valid for reads of `k` bf16 (bits); `x` valid for `k.next_multiple_of(32)` values, zero
-/// past `k`. The weights are read with a mask past their last full step of 32.
+/// Each of the `R` rows valid for reads of `k` bf16 (bits); `x` valid for
+/// `k.next_multiple_of(32)` values, zero past `k`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
-pub(crate) unsafe fn row_dot(row: *const u16, k: usize, x: *const u16) -> f32 {
-    const CHAINS: usize = 4;
-    let mut acc = [_mm512_setzero_ps(); CHAINS];
-    let main = k / (CHAINS * STEP) * (CHAINS * STEP);
-    let mut i = 0;
+pub(crate) unsafe fn rows_dot<const R: usize>(
+    row: *const u16,
+    k: usize,
+    x: *const u16,
+) -> [f32; R] {
+    let mut acc = [_mm512_setzero_ps(); R];
     // SAFETY (all loads): offsets stay within the caller's contract.
-    unsafe {
-        while i < main {
-            for (c, a) in acc.iter_mut().enumerate() {
-                let at = i + c * STEP;
-                let xv = as_bh(_mm512_loadu_si512(x.add(at).cast()));
-                let w = as_bh(_mm512_loadu_si512(row.add(at).cast()));
-                *a = _mm512_dpbf16_ps(*a, w, xv);
-            }
-            i += CHAINS * STEP;
+    let mut step = |i: usize, mask: __mmask32| unsafe {
+        let xv = as_bh(_mm512_loadu_si512(x.add(i).cast()));
+        for (r, a) in acc.iter_mut().enumerate() {
+            _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(r * k + i + PREFETCH_AHEAD).cast());
+            let w = as_bh(_mm512_maskz_loadu_epi16(mask, row.add(r * k + i).cast()));
+            *a = _mm512_dpbf16_ps(*a, w, xv);
         }
-        // The last k % 128 values, a step of 32 at a time (x is zero-padded to a whole step).
-        while i < k {
-            let live = (k - i).min(STEP);
-            let mask = ((1u64 << live) - 1) as u32;
-            let xv = as_bh(_mm512_loadu_si512(x.add(i).cast()));
-            let w = as_bh(_mm512_maskz_loadu_epi16(mask, row.add(i).cast()));
-            acc[0] = _mm512_dpbf16_ps(acc[0], w, xv);
-            i += STEP;
-        }
+    };
+    // Full steps with a constant mask (a mask computed every step cost 0.1 of the bandwidth),
+    // then the live part of the rows' tail (x is zero-padded).
+    let main = k / STEP * STEP;
+    for i in (0..main).step_by(STEP) {
+        step(i, !0);
     }
-    let sum = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
-    _mm512_reduce_add_ps(sum)
+    if main < k {
+        step(main, ((1u64 << (k - main)) - 1) as u32);
+    }
+    acc.map(|a| _mm512_reduce_add_ps(a))
 }
