@@ -112,45 +112,59 @@ pub(crate) unsafe fn tile<const T: usize>(
     }
 }
 
-/// Values (1 KiB) ahead of the loads that each row's software prefetch asks for. The four row
-/// streams each run 4 KiB (one row at k = 2048) before the next group of rows, too short for the
-/// hardware prefetchers to ramp up: with the prefetch the mat-vec went from 0.80-0.89 to 0.88-1.01
-/// of the read bandwidth (matmul bench, all six shapes, three runs each, alternated).
-const PREFETCH_AHEAD: usize = 512;
-
-/// `R` weight rows (at `row`, `row + k`, ...) by one token: `out[r] = sum_i rows[r][i] * x[i]`,
-/// one accumulator a row. The mat-vec runs `R = 4`: four weight streams in flight, and four
-/// independent `vdpbf16ps` chains; `R < 4` only for a panel's last rows. The activations as
-/// bf16 are 2 bytes a value, half of f32: even for a long row (k = 6144, `down`) they stay in L1
-/// beside the weight streams.
+/// One weight row by one token: `sum_i row[i] * x[i]`, in four accumulator chains along k (so
+/// the `vdpbf16ps` latency is hidden). The mat-vec calls it row after row, and since rows are
+/// contiguous, a panel is one linear stream that the hardware prefetcher follows from start to
+/// end. The earlier kernel read four rows at once, four streams of 4 KiB (k = 2048) each, with a
+/// software prefetch 1 KiB ahead in each. On the Zen 5 host (alternated, slow bandwidth phase):
+/// bf16 decode 12.2-12.3 -> 13.1-13.3 tok/s (baseline) and 11.9-12.0 -> 12.8 (elementwise gate),
+/// paired roofline 0.88-0.93 -> 0.94-0.97; a decode step of the baseline 82 -> 77 ms in
+/// `gate_cost`. Without the aligned head below, the elementwise checkpoint (tensor data at 8 mod
+/// 64 bytes) got 5% slower instead: every weight load then read two cache lines.
 ///
 /// # Safety
-/// Each of the `R` rows valid for reads of `k` bf16 (bits); `x` valid for
-/// `k.next_multiple_of(32)` values, zero past `k`.
+/// `row` valid for reads of `k` bf16 (bits); `x` valid for `k.next_multiple_of(32)` values, zero
+/// past `k`. The weights are read with masks before their first cache line and past their last
+/// full step of 32.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
-pub(crate) unsafe fn rows_dot<const R: usize>(
-    row: *const u16,
-    k: usize,
-    x: *const u16,
-) -> [f32; R] {
-    let mut acc = [_mm512_setzero_ps(); R];
-    // SAFETY (all loads): offsets stay within the caller's contract.
-    let mut step = |i: usize, mask: __mmask32| unsafe {
-        let xv = as_bh(_mm512_loadu_si512(x.add(i).cast()));
-        for (r, a) in acc.iter_mut().enumerate() {
-            _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(r * k + i + PREFETCH_AHEAD).cast());
-            let w = as_bh(_mm512_maskz_loadu_epi16(mask, row.add(r * k + i).cast()));
-            *a = _mm512_dpbf16_ps(*a, w, xv);
+pub(crate) unsafe fn row_dot(row: *const u16, k: usize, x: *const u16) -> f32 {
+    const CHAINS: usize = 4;
+    let mut acc = [_mm512_setzero_ps(); CHAINS];
+    // A row that does not start on a cache line (a checkpoint's tensor data is only 8-byte
+    // aligned) first takes the values up to the next line with a masked load, so that every
+    // weight load after it reads one line, not two.
+    let head = ((64 - row as usize % 64) % 64 / 2).min(k);
+    let mut i = 0;
+    // SAFETY (all loads): offsets stay within the caller's contract; the head and the rest read
+    // x and the weights through the same masks.
+    unsafe {
+        if head > 0 {
+            let mask = ((1u64 << head) - 1) as u32;
+            let xv = as_bh(_mm512_maskz_loadu_epi16(mask, x.cast()));
+            let w = as_bh(_mm512_maskz_loadu_epi16(mask, row.cast()));
+            acc[1] = _mm512_dpbf16_ps(acc[1], w, xv);
+            i = head;
         }
-    };
-    // Full steps with a constant mask (a mask computed every step cost 0.1 of the bandwidth),
-    // then the live part of the rows' tail (x is zero-padded).
-    let main = k / STEP * STEP;
-    for i in (0..main).step_by(STEP) {
-        step(i, !0);
+        let main = i + (k - i) / (CHAINS * STEP) * (CHAINS * STEP);
+        while i < main {
+            for (c, a) in acc.iter_mut().enumerate() {
+                let at = i + c * STEP;
+                let xv = as_bh(_mm512_loadu_si512(x.add(at).cast()));
+                let w = as_bh(_mm512_loadu_si512(row.add(at).cast()));
+                *a = _mm512_dpbf16_ps(*a, w, xv);
+            }
+            i += CHAINS * STEP;
+        }
+        // The rest, fewer than 128 values, a step of 32 at a time.
+        while i < k {
+            let live = (k - i).min(STEP);
+            let mask = ((1u64 << live) - 1) as u32;
+            let xv = as_bh(_mm512_maskz_loadu_epi16(mask, x.add(i).cast()));
+            let w = as_bh(_mm512_maskz_loadu_epi16(mask, row.add(i).cast()));
+            acc[0] = _mm512_dpbf16_ps(acc[0], w, xv);
+            i += STEP;
+        }
     }
-    if main < k {
-        step(main, ((1u64 << (k - main)) - 1) as u32);
-    }
-    acc.map(|a| _mm512_reduce_add_ps(a))
+    let sum = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
+    _mm512_reduce_add_ps(sum)
 }

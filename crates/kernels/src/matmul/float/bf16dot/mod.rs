@@ -97,20 +97,11 @@ pub(crate) unsafe fn matvec_rows(
     assert!(w.len() >= (col0 + out.len()) * k);
     assert!(x.m == 1 && x.k == k && x.bits.len() >= x.kp);
     let (wp, xp) = (w.as_ptr().cast::<u16>(), x.bits.as_ptr());
-    // Four rows at a time: four weight streams in flight. One row at a time left the mat-vec at
-    // 0.60-0.85 of the read bandwidth on the Xeon host; four reach 0.84-1.09.
-    for (q, y4) in out.chunks_mut(4).enumerate() {
-        // SAFETY: AVX512-BF16 per the caller's contract; rows col0 + 4q .. + y4.len() hold k
-        // values each inside w; x holds kp = k rounded up to 32 values, zero past k.
-        unsafe {
-            let first = wp.add((col0 + 4 * q) * k);
-            match y4.len() {
-                4 => y4.copy_from_slice(&microkernel_avx512::rows_dot::<4>(first, k, xp)),
-                3 => y4.copy_from_slice(&microkernel_avx512::rows_dot::<3>(first, k, xp)),
-                2 => y4.copy_from_slice(&microkernel_avx512::rows_dot::<2>(first, k, xp)),
-                _ => y4.copy_from_slice(&microkernel_avx512::rows_dot::<1>(first, k, xp)),
-            }
-        }
+    // Row after row: the panel's rows are contiguous, one linear stream (see `row_dot`).
+    for (r, y) in out.iter_mut().enumerate() {
+        // SAFETY: AVX512-BF16 per the caller's contract; row col0 + r holds k values inside w;
+        // x holds kp = k rounded up to 32 values, zero past k.
+        *y = unsafe { microkernel_avx512::row_dot(wp.add((col0 + r) * k), k, xp) };
     }
 }
 
