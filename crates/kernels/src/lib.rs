@@ -3,7 +3,8 @@
 //! - `reference`: plain, obviously-correct f32 loops. The reference forward pass uses only these,
 //!   and every fast kernel has a proptest comparing it with its reference.
 //! - `dispatch`: the one place that decides, once at start-up, which SIMD level runs.
-//! - `matmul`, `attention`, `activations`: the fast kernels (microkernels, packing/blocking and dispatch kept apart).
+//! - `matmul`, `attention`, `activations`, `norm`: the fast kernels (microkernels, packing/blocking
+//!   and dispatch kept apart).
 //! - `parallel`: the kernels' parallel loops, and the spinning team a decode step runs them on.
 //! - `bandwidth`: the read-bandwidth probe that speeds are reported against (the roofline).
 
@@ -12,6 +13,7 @@ pub mod attention;
 pub mod bandwidth;
 pub mod dispatch;
 pub mod matmul;
+pub mod norm;
 pub mod parallel;
 pub mod reference;
 mod simd_math;

@@ -117,7 +117,13 @@ impl Qwen3Model {
         let layers = (0..config.num_hidden_layers)
             .map(|i| DecoderLayer::load(checkpoint, i, &config, format))
             .collect::<Result<Vec<_>>>()?;
-        let norm = RmsNorm::load(checkpoint, "model.norm.weight", h, config.rms_norm_eps)?;
+        let norm = RmsNorm::load(
+            checkpoint,
+            "model.norm.weight",
+            h,
+            config.rms_norm_eps,
+            format,
+        )?;
         let lm_head = if config.tie_word_embeddings && format == WeightFormat::Int8 {
             // The table is looked up as bf16 but multiplied as int8; an int8 checkpoint stores
             // that int8 copy as `lm_head.weight`.

@@ -17,6 +17,8 @@
 use half::bf16;
 use thiserror::Error;
 
+use super::kv_encode::encode_row;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum KvDtype {
     F32,
@@ -245,13 +247,24 @@ impl KvLayer {
                 capacity: self.capacity,
             });
         }
-        let (dtype, d) = (self.dtype, self.head_dim);
+        let (dtype, d, words) = (self.dtype, self.head_dim, self.row_words);
+        let level = crate::dispatch::simd_level();
         let append_head = |(j, head): (usize, &mut HeadStore)| {
-            for t in 0..n {
+            // Within the reserved capacity: no reallocation, only the new rows are touched.
+            let start = head.k.len();
+            head.k.resize(start + n * words, 0);
+            head.v.resize(start + n * words, 0);
+            let new_k = head.k[start..].chunks_exact_mut(words);
+            let new_v = head.v[start..].chunks_exact_mut(words);
+            for (t, (k_words, v_words)) in new_k.zip(new_v).enumerate() {
                 let k = &k_rows[t * row + j * d..][..d];
                 let v = &v_rows[t * row + j * d..][..d];
-                push_row(dtype, k, &mut head.k, &mut head.k_scale);
-                push_row(dtype, v, &mut head.v, &mut head.v_scale);
+                let k_scale = encode_row(level, dtype, k, k_words);
+                let v_scale = encode_row(level, dtype, v, v_words);
+                if dtype.has_scales() {
+                    head.k_scale.push(k_scale);
+                    head.v_scale.push(v_scale);
+                }
             }
         };
         // A prefill chunk: one task a head. On the calling thread alone, a 512-token chunk's
@@ -315,36 +328,6 @@ impl KvLayer {
 
 /// Appends with fewer rows (a decode step's one token) run on the calling thread.
 const PARALLEL_APPEND_ROWS: usize = 16;
-
-fn push_row(dtype: KvDtype, x: &[f32], words: &mut Vec<u32>, scales: &mut Vec<f32>) {
-    match dtype {
-        KvDtype::F32 => words.extend(x.iter().map(|v| v.to_bits())),
-        KvDtype::Bf16 => {
-            // Whole pairs, then the odd last value (chunks(2) with an Option per pair cost 1.5x).
-            let bits = |v: f32| bf16::from_f32(v).to_bits() as u32;
-            let pairs = x.chunks_exact(2);
-            let last = pairs.remainder().first().map(|&v| bits(v));
-            words.extend(pairs.map(|pair| bits(pair[0]) | (bits(pair[1]) << 16)));
-            words.extend(last);
-        }
-        KvDtype::Int8 => {
-            let max_abs = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-            let scale = max_abs / 127.0;
-            let inverse = if scale > 0.0 { 1.0 / scale } else { 0.0 };
-            words.extend(x.chunks(4).map(|quad| {
-                (0..4).fold(0u32, |word, j| {
-                    let q = quad.get(j).map_or(0, |&v| quantize_int8(v, inverse));
-                    word | (((q + 128) as u32) << (8 * j))
-                })
-            }));
-            scales.push(scale);
-        }
-    }
-}
-
-fn quantize_int8(x: f32, inverse_scale: f32) -> i32 {
-    (x * inverse_scale).round().clamp(-127.0, 127.0) as i32
-}
 
 /// One stored element back in f32 (before the int8 scale).
 fn element(dtype: KvDtype, row: &[u32], e: usize) -> f32 {

@@ -14,6 +14,7 @@ mod decode;
 mod dispatch;
 mod epilogue;
 pub mod kv;
+mod kv_encode;
 mod layout;
 mod maps;
 mod microkernel;

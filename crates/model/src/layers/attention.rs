@@ -58,7 +58,14 @@ impl Attention {
                 return Ok(None);
             }
             let name = format!("{prefix}.{name}.weight");
-            RmsNorm::load(checkpoint, &name, config.head_dim, config.rms_norm_eps).map(Some)
+            RmsNorm::load(
+                checkpoint,
+                &name,
+                config.head_dim,
+                config.rms_norm_eps,
+                format,
+            )
+            .map(Some)
         };
         Ok(Attention {
             q_proj: Linear::load(

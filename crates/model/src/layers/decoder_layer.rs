@@ -34,6 +34,7 @@ impl DecoderLayer {
                 &format!("{prefix}.input_layernorm.weight"),
                 h,
                 eps,
+                format,
             )?,
             self_attn: Attention::load(checkpoint, &format!("{prefix}.self_attn"), config, format)?,
             post_attention_layernorm: RmsNorm::load(
@@ -41,6 +42,7 @@ impl DecoderLayer {
                 &format!("{prefix}.post_attention_layernorm.weight"),
                 h,
                 eps,
+                format,
             )?,
             mlp: Mlp::load(checkpoint, &format!("{prefix}.mlp"), config, format)?,
         })
