@@ -262,6 +262,9 @@ pub struct BenchArgs {
     /// Timed prefills, each on a fresh cache; the median is reported
     #[arg(short = 'r', long, value_name = "R", default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
     pub repetitions: u64,
+    /// Skip the untimed warm-up prefill that runs first (as llama-bench's --no-warmup)
+    #[arg(long)]
+    pub no_warmup: bool,
     /// Seed of the random token ids
     #[arg(short = 's', long, default_value_t = 0)]
     pub seed: u64,

@@ -32,6 +32,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
             DepthFillArg::Synthetic => DepthFill::Synthetic,
         },
         repetitions: args.repetitions as usize,
+        warmup: !args.no_warmup,
         prefill_chunk: args.model.load.prefill_chunk,
         seed: args.seed,
         probe_bytes: PROBE_BYTES,
@@ -81,8 +82,14 @@ fn print_summary(dir: &str, r: &BenchReport) {
     );
     let p = &r.prefill.tokens_per_second;
     println!(
-        "prefill:    {} tokens in chunks of {}: {:.2} tok/s median (min {:.2}, max {:.2}) over {} repetitions",
-        r.prefill.tokens, s.prefill_chunk, p.median, p.min, p.max, s.repetitions
+        "prefill:    {} tokens in chunks of {}: {:.2} tok/s median (min {:.2}, max {:.2}) over {} repetitions{}",
+        r.prefill.tokens,
+        s.prefill_chunk,
+        p.median,
+        p.min,
+        p.max,
+        s.repetitions,
+        if s.warmup { " after a warm-up" } else { "" }
     );
     let d = &r.decode.tokens_per_second;
     println!(

@@ -46,6 +46,9 @@ pub struct BenchSettings {
     pub depth_fill: DepthFill,
     /// Timed prefills; the median is reported.
     pub repetitions: usize,
+    /// One untimed prefill of the prompt first (as llama-bench does), so the first timed one
+    /// does not pay for faulting in the weights' pages.
+    pub warmup: bool,
     /// Tokens per forward chunk when prefilling: the model's `prefill_chunk`, which does the
     /// chunking (here for the memory plan made before loading, and the report).
     pub prefill_chunk: usize,
@@ -228,6 +231,10 @@ pub fn run_bench(model: &Qwen3Model, settings: &BenchSettings) -> Result<BenchRe
     };
 
     let prompt = random_tokens(settings.prompt_tokens);
+    if settings.warmup {
+        let mut cache = model.new_cache(settings.prompt_tokens);
+        model.forward(&prompt, &mut cache, LogitsFor::Last)?;
+    }
     let mut prefill_seconds = Vec::with_capacity(settings.repetitions);
     for _ in 0..settings.repetitions {
         let mut cache = model.new_cache(settings.prompt_tokens);
