@@ -35,7 +35,8 @@ proptest! {
         let position = kv_len - 1 - back.min(kv_len - 1);
         let stored_k: Vec<Vec<f32>> = (0..kvh).map(|j| layer.dequantized_k(j)).collect();
         let stored_v: Vec<Vec<f32>> = (0..kvh).map(|j| layer.dequantized_v(j)).collect();
-        let want = reference(shape, &q, position, 1, &stored_k, &stored_v, gate);
+        let q_used = queries_as_used(dtype, &q, head_dim);
+        let want = reference(shape, &q_used, position, 1, &stored_k, &stored_v, gate);
 
         for level in SimdLevel::all_supported() {
             let mut unsplit = vec![f32::NAN; q.len()];
@@ -135,7 +136,8 @@ fn fully_masked_tiles_give_no_nan() {
         let stored_k = vec![layer.dequantized_k(0)];
         let stored_v = vec![layer.dequantized_v(0)];
         let gate = gate_of(0, &[]);
-        let want = reference(shape, &q, kv_len - 1, 1, &stored_k, &stored_v, gate);
+        let q_used = queries_as_used(dtype, &q, shape.head_dim);
+        let want = reference(shape, &q_used, kv_len - 1, 1, &stored_k, &stored_v, gate);
         assert!(
             want.out.iter().all(|x| x.is_finite()),
             "{dtype}: reference not finite"

@@ -82,7 +82,16 @@ fn check(case: &Case) {
     let stored_v: Vec<Vec<f32>> = (0..shape.num_kv_heads)
         .map(|j| layer.dequantized_v(j))
         .collect();
-    let want = reference(shape, &q, case.q_start, case.n, &stored_k, &stored_v, gate);
+    let q_used = queries_as_used(case.dtype, &q, shape.head_dim);
+    let want = reference(
+        shape,
+        &q_used,
+        case.q_start,
+        case.n,
+        &stored_k,
+        &stored_v,
+        gate,
+    );
     let original = (case.dtype != KvDtype::F32 && case.q_amplitude <= 2.0).then(|| {
         reference(
             shape,

@@ -89,6 +89,7 @@ pub fn decode_with_parts(
         run_at(
             level,
             AttendRange {
+                level,
                 kv: kv.head(j),
                 q,
                 rows: &rows,

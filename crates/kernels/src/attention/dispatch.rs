@@ -5,6 +5,7 @@
 use super::kv::{KvDtype, KvHeadView};
 use super::microkernel::{Bf16Words, F32Words, Int8Words};
 use super::tile::{PartialRows, QueryRow, attend_range};
+use crate::SimdLevel;
 use pulp::{Simd, WithSimd};
 
 pub(crate) use crate::dispatch::run_at;
@@ -12,6 +13,8 @@ use std::ops::Range;
 
 /// One work item: the rows of one KV head against a range of its keys.
 pub(crate) struct AttendRange<'a> {
+    /// The level `run_at` runs this at (it picks the int8-KV score kernel).
+    pub level: SimdLevel,
     pub kv: KvHeadView<'a>,
     pub q: &'a [f32],
     pub rows: &'a [QueryRow],
@@ -23,11 +26,20 @@ impl WithSimd for AttendRange<'_> {
 
     #[inline(always)]
     fn with_simd<S: Simd>(self, simd: S) -> PartialRows {
-        let AttendRange { kv, q, rows, keys } = self;
+        let AttendRange {
+            level,
+            kv,
+            q,
+            rows,
+            keys,
+        } = self;
+        let vnni = cfg!(target_arch = "x86_64")
+            && level == SimdLevel::Avx512
+            && crate::dispatch::cpu_features().avx512_vnni;
         match kv.dtype {
-            KvDtype::F32 => attend_range::<S, F32Words>(simd, kv, q, rows, keys),
-            KvDtype::Bf16 => attend_range::<S, Bf16Words>(simd, kv, q, rows, keys),
-            KvDtype::Int8 => attend_range::<S, Int8Words>(simd, kv, q, rows, keys),
+            KvDtype::F32 => attend_range::<S, F32Words>(simd, kv, q, rows, keys, false),
+            KvDtype::Bf16 => attend_range::<S, Bf16Words>(simd, kv, q, rows, keys, false),
+            KvDtype::Int8 => attend_range::<S, Int8Words>(simd, kv, q, rows, keys, vnni),
         }
     }
 }

@@ -1,5 +1,6 @@
 //! The slow path for attention maps: full probability rows of a short prompt, from the naive
-//! reference run on the K/V as stored (dequantized). Costs O(n x kv_len) memory; analysis only.
+//! reference run on the K/V as stored (dequantized) with the queries as the kernels use them.
+//! Costs O(n x kv_len) memory; analysis only.
 
 use super::AttentionError;
 use super::checks::check_call;
@@ -37,6 +38,14 @@ pub fn attention_maps(
         .collect();
     let k_heads: Vec<&[f32]> = k.iter().map(Vec::as_slice).collect();
     let v_heads: Vec<&[f32]> = v.iter().map(Vec::as_slice).collect();
+    // The queries as the kernels use them against this cache (rounded to int8 for int8 K).
+    let rounded;
+    let q = if kv.dtype() == super::KvDtype::Int8 {
+        rounded = super::rounded_for_int8_kv(q, d);
+        &rounded
+    } else {
+        q
+    };
     let mut probs = vec![0.0f32; n * shape.num_heads * kv_len];
     causal_attention(
         shape,

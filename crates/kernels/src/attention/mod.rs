@@ -1,11 +1,14 @@
 //! Fused streaming-softmax attention with the output gate in its epilogue (issue 4).
 //!
-//! - `kv`: the per-layer K/V storage the kernel streams (f32, bf16 or int8, contiguous per KV head).
+//! - `kv`: the per-layer K/V storage the kernel streams (f32, bf16 or int8, contiguous per KV head);
+//!   `kv_encode` writes its rows. Against int8 K the queries are rounded to int8 too
+//!   (`int8_queries`; [`rounded_for_int8_kv`] gives references the same queries).
 //! - [`prefill`]: a causal chunk of queries; [`decode`]: one query, sequence split across threads.
 //! - [`AttentionStats`]: optional sink-share and gate accumulators, computed in the kernel.
 //! - [`attention_maps`]: the slow path returning full probability rows (analysis of short prompts).
 //!
 //! Files: `microkernel` (SIMD inner loops, generic over pulp), `layout` (their lane order),
+//! `int8_queries` (int8 query rows, and their VNNI score kernel),
 //! `tile` (key tiles + online softmax of a block of rows), `epilogue` (divide by the sum, gate,
 //! stats), `prefill` / `decode` (work decomposition over rayon), `dispatch` (level -> pulp type).
 
@@ -13,6 +16,7 @@ mod checks;
 mod decode;
 mod dispatch;
 mod epilogue;
+mod int8_queries;
 pub mod kv;
 mod kv_encode;
 mod layout;
@@ -24,6 +28,7 @@ mod tile;
 
 pub use crate::reference::{AttentionShape, GateScores};
 pub use decode::{decode, decode_parts, decode_with_parts};
+pub use int8_queries::rounded_for_int8_kv;
 pub use kv::{KvDtype, KvError, KvHeadView, KvLayer};
 pub use maps::attention_maps;
 pub use prefill::prefill;

@@ -65,6 +65,7 @@ pub fn prefill(
             let partial = run_at(
                 level,
                 AttendRange {
+                    level,
                     kv: kv.head(j),
                     q,
                     rows: &rows,

@@ -5,7 +5,8 @@
 
 #![allow(clippy::needless_range_loop)] // indexing small const-size register arrays reads clearest
 
-use super::kv::KvHeadView;
+use super::int8_queries::Int8Queries;
+use super::kv::{KvDtype, KvHeadView};
 use super::layout::{permute_scaled, permuted_len};
 use super::microkernel::{
     WordFormat, accumulate_rows, dot_rows, exp_shifted_sum, max_of, scale_row,
@@ -52,9 +53,14 @@ struct Block<S: Simd> {
     p: Vec<f32>,
     /// Visible keys of each row in the current tile.
     visible: Vec<usize>,
+    /// Int8 K: the queries rounded to int8 (`q` holds them dequantized, for the f32 path).
+    int8_queries: Option<Int8Queries>,
+    /// Int8 K on AVX512-VNNI: scores by `int8_queries::scores_vnni`.
+    vnni: bool,
 }
 
-/// Runs the online softmax of `rows` over keys `keys` of one KV head.
+/// Runs the online softmax of `rows` over keys `keys` of one KV head (`vnni`: int8 K only, and
+/// only where AVX512-VNNI is present).
 #[inline(always)]
 pub(crate) fn attend_range<S: Simd, F: WordFormat>(
     simd: S,
@@ -62,6 +68,7 @@ pub(crate) fn attend_range<S: Simd, F: WordFormat>(
     q: &[f32],
     rows: &[QueryRow],
     keys: Range<usize>,
+    vnni: bool,
 ) -> PartialRows {
     let lanes = S::F32_LANES;
     let row_len = permuted_len(kv.row_words, F::ELEMS, lanes);
@@ -78,11 +85,28 @@ pub(crate) fn attend_range<S: Simd, F: WordFormat>(
         s0: vec![f32::NEG_INFINITY; rows.len()],
         p: vec![0.0; rows.len() * KEY_TILE],
         visible: vec![0; rows.len()],
+        int8_queries: (kv.dtype == KvDtype::Int8).then(|| {
+            let offsets = rows.iter().map(|row| row.q_offset);
+            Int8Queries::new(q, offsets, kv.head_dim, kv.row_words, scale)
+        }),
+        vnni,
     };
+    let mut rounded = vec![0.0f32; kv.head_dim];
     for (r, row) in rows.iter().enumerate() {
         let dst: &mut [f32] = bytemuck::cast_slice_mut(&mut block.q[r * vecs..][..vecs]);
-        let src = &q[row.q_offset..][..kv.head_dim];
-        permute_scaled(src, scale, F::ELEMS, lanes, dst);
+        match &block.int8_queries {
+            Some(queries) => {
+                queries.dequantize_row(r, &mut rounded);
+                permute_scaled(&rounded, 1.0, F::ELEMS, lanes, dst);
+            }
+            None => permute_scaled(
+                &q[row.q_offset..][..kv.head_dim],
+                scale,
+                F::ELEMS,
+                lanes,
+                dst,
+            ),
+        }
     }
     let mut k0 = keys.start;
     while k0 < keys.end {
@@ -105,7 +129,7 @@ pub(crate) fn attend_range<S: Simd, F: WordFormat>(
 /// while this tile computes: the hardware prefetcher alone left decode at ~half the read
 /// bandwidth, and one burst per tile stalled on full miss buffers, hence one row per key. A hint.
 #[inline(always)]
-fn prefetch_row(kv: KvHeadView<'_>, key: usize) {
+pub(crate) fn prefetch_row(kv: KvHeadView<'_>, key: usize) {
     #[cfg(target_arch = "x86_64")]
     if key < kv.len {
         use core::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
@@ -148,6 +172,36 @@ macro_rules! for_row_chunks {
 }
 
 impl<S: Simd> Block<S> {
+    /// Scores of rows `start .. start + R` against keys `k0 .. k0 + ntok` into `p`, in f32:
+    /// each key row decoded once for the R rows.
+    #[inline(always)]
+    fn scores_f32<F: WordFormat, const R: usize>(
+        &mut self,
+        simd: S,
+        kv: KvHeadView<'_>,
+        start: usize,
+        k0: usize,
+        ntok: usize,
+    ) {
+        let (vecs, rw) = (self.row_len_vecs, kv.row_words);
+        let q: [&[S::f32s]; R] = core::array::from_fn(|r| &self.q[(start + r) * vecs..][..vecs]);
+        for t in 0..ntok {
+            let key = k0 + t;
+            if start == 0 {
+                prefetch_row(kv, key + KEY_TILE);
+            }
+            let dots = dot_rows::<S, F, R>(simd, q, &kv.k[key * rw..][..rw]);
+            let k_scale = if kv.k_scale.is_empty() {
+                1.0
+            } else {
+                kv.k_scale[key]
+            };
+            for r in 0..R {
+                self.p[(start + r) * KEY_TILE + t] = dots[r] * k_scale;
+            }
+        }
+    }
+
     /// Keys `k0 .. k0 + ntok`: scores, online-softmax update, then the V accumulation.
     #[inline(always)]
     fn tile<F: WordFormat>(&mut self, simd: S, kv: KvHeadView<'_>, k0: usize, ntok: usize) {
@@ -164,22 +218,23 @@ impl<S: Simd> Block<S> {
                 .copied()
                 .max()
                 .unwrap_or(0);
-            let q: [&[S::f32s]; R] =
-                core::array::from_fn(|r| &self.q[(start + r) * vecs..][..vecs]);
-            for t in 0..chunk_visible {
-                let key = k0 + t;
-                if start == 0 {
-                    prefetch_row(kv, key + KEY_TILE);
-                }
-                let dots = dot_rows::<S, F, R>(simd, q, &kv.k[key * rw..][..rw]);
-                let k_scale = if kv.k_scale.is_empty() {
-                    1.0
-                } else {
-                    kv.k_scale[key]
-                };
-                for r in 0..R {
-                    self.p[(start + r) * KEY_TILE + t] = dots[r] * k_scale;
-                }
+            match self.int8_queries.as_ref().filter(|_| self.vnni) {
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: `vnni` is only set where AVX512-VNNI is present; the keys are cached
+                // (< kv.len), the rows exist, p is [rows, KEY_TILE].
+                Some(queries) => unsafe {
+                    super::int8_queries::scores_vnni::<R>(
+                        queries,
+                        start,
+                        kv,
+                        k0,
+                        chunk_visible,
+                        start == 0,
+                        &mut self.p,
+                        KEY_TILE,
+                    )
+                },
+                _ => self.scores_f32::<F, R>(simd, kv, start, k0, chunk_visible),
             }
         });
 

@@ -1,0 +1,233 @@
+//! Queries against an int8 K cache: each query row is rounded to int8 with one scale (as the
+//! activations of the int8 matmul are, and as llama.cpp rounds queries for its quantized caches),
+//! so a score is an integer dot product of two byte rows times two scales.
+//!
+//! Every SIMD level uses the same rounded queries, so the result does not depend on the level: the
+//! generic tile multiplies the dequantized values in f32, and on AVX512-VNNI [`scores_vnni`] takes
+//! 64 bytes of a key per `vpdpbusd` instead of decoding every byte to f32 first (decode at 32768
+//! cached tokens spent most of its attention time in that decode: see the function).
+
+/// Query rows rounded to int8, in the natural element order of the stored K bytes.
+#[derive(Debug, Clone)]
+pub(crate) struct Int8Queries {
+    /// Bytes per row: the K row's bytes rounded up to a whole 64-byte register, zero past them.
+    row_bytes: usize,
+    /// `[rows, row_bytes]`, each an `i8` (as its bits).
+    bytes: Vec<u8>,
+    /// Per row: the scale (`max |q| / 127`).
+    scales: Vec<f32>,
+    /// Per row: `128 * sum(q_i8)`, the part of `sum(q_i8 * k_u8)` that the +128 bias of the
+    /// stored bytes adds.
+    bias_corrections: Vec<i32>,
+}
+
+impl Int8Queries {
+    /// Rounds `rows` query vectors (`rows[r]` starts at `q[offsets[r]]`, `head_dim` values, each
+    /// times `factor`) for keys of `row_words` words.
+    pub(crate) fn new(
+        q: &[f32],
+        offsets: impl ExactSizeIterator<Item = usize>,
+        head_dim: usize,
+        row_words: usize,
+        factor: f32,
+    ) -> Int8Queries {
+        let row_bytes = (row_words * 4).next_multiple_of(64);
+        let rows = offsets.len();
+        let mut queries = Int8Queries {
+            row_bytes,
+            bytes: vec![0; rows * row_bytes],
+            scales: Vec::with_capacity(rows),
+            bias_corrections: Vec::with_capacity(rows),
+        };
+        for (r, offset) in offsets.enumerate() {
+            let x = &q[offset..][..head_dim];
+            let max_abs = x.iter().fold(0.0f32, |m, v| m.max((v * factor).abs()));
+            let scale = max_abs / 127.0;
+            let inverse = if scale > 0.0 { 1.0 / scale } else { 0.0 };
+            let out = &mut queries.bytes[r * row_bytes..][..head_dim];
+            let mut sum = 0i32;
+            for (byte, &v) in out.iter_mut().zip(x) {
+                let rounded = (v * factor * inverse).round().clamp(-127.0, 127.0) as i8;
+                sum += rounded as i32;
+                *byte = rounded as u8;
+            }
+            queries.scales.push(scale);
+            queries.bias_corrections.push(128 * sum);
+        }
+        queries
+    }
+
+    /// Row `r` back in f32 (`q_i8 * scale`), `head_dim` values, for the f32 kernels.
+    pub(crate) fn dequantize_row(&self, r: usize, out: &mut [f32]) {
+        let scale = self.scales[r];
+        for (v, &byte) in out.iter_mut().zip(&self.bytes[r * self.row_bytes..]) {
+            *v = byte as i8 as f32 * scale;
+        }
+    }
+
+    pub(crate) fn row(&self, r: usize) -> &[u8] {
+        &self.bytes[r * self.row_bytes..][..self.row_bytes]
+    }
+
+    pub(crate) fn scale(&self, r: usize) -> f32 {
+        self.scales[r]
+    }
+
+    pub(crate) fn bias_correction(&self, r: usize) -> i32 {
+        self.bias_corrections[r]
+    }
+}
+
+/// The queries as attention over an int8 KV cache uses them, back in f32 (for references and
+/// tests): each head's `head_dim` values (times the softmax scale `1/sqrt(head_dim)`, as the
+/// kernel rounds them) rounded to int8 with one scale.
+pub fn rounded_for_int8_kv(q: &[f32], head_dim: usize) -> Vec<f32> {
+    assert!(head_dim > 0 && q.len().is_multiple_of(head_dim));
+    let factor = 1.0 / (head_dim as f32).sqrt();
+    let heads = q.len() / head_dim;
+    let offsets = (0..heads).map(|h| h * head_dim);
+    let rounded = Int8Queries::new(q, offsets, head_dim, head_dim.div_ceil(4), factor);
+    let mut out = vec![0.0; q.len()];
+    for (h, head) in out.chunks_exact_mut(head_dim).enumerate() {
+        rounded.dequantize_row(h, head);
+        head.iter_mut().for_each(|v| *v /= factor);
+    }
+    out
+}
+
+/// `sum(q_i8 * k_u8)` over one stored K row (the definition [`scores_vnni`] is checked against).
+#[cfg(test)]
+pub(crate) fn raw_dot_reference(q_row: &[u8], k_row: &[u32]) -> i32 {
+    k_row
+        .iter()
+        .flat_map(|w| w.to_le_bytes())
+        .zip(q_row)
+        .map(|(k, &q)| k as i32 * q as i8 as i32)
+        .sum()
+}
+
+/// Scores of query rows `first_row .. first_row + R` against keys `k0 .. k0 + ntok`:
+/// `p[row * p_stride + t] = (sum(q_i8 * k_u8) - bias_correction) * q_scale * k_scale[k0 + t]`.
+///
+/// One `vpdpbusd` multiplies 64 key bytes (unsigned, as stored) by 64 query bytes (signed) and
+/// adds them into 16 lanes; the f32 path decodes each byte to f32 (shift, mask, or, subtract)
+/// before its FMA. If `prefetch`, each key also asks for the K and V rows one tile ahead, as the
+/// generic tile does.
+///
+/// # Safety
+/// AVX512-F/BW and VNNI must be present; `k0 + ntok <= kv.len`; the rows exist in `queries`;
+/// `p` holds `(first_row + R) * p_stride` values and `ntok <= p_stride`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn scores_vnni<const R: usize>(
+    queries: &Int8Queries,
+    first_row: usize,
+    kv: super::kv::KvHeadView<'_>,
+    k0: usize,
+    ntok: usize,
+    prefetch: bool,
+    p: &mut [f32],
+    p_stride: usize,
+) {
+    use core::arch::x86_64::*;
+    let rw = kv.row_words;
+    let (full, tail) = (rw / 16, rw % 16);
+    let tail_mask: __mmask16 = (1u32 << tail) as u16 - 1;
+    let q: [*const u8; R] = core::array::from_fn(|r| queries.row(first_row + r).as_ptr());
+    let q_scale: [f32; R] = core::array::from_fn(|r| queries.scale(first_row + r));
+    let correction: [i32; R] = core::array::from_fn(|r| queries.bias_correction(first_row + r));
+    for t in 0..ntok {
+        let key = k0 + t;
+        if prefetch {
+            super::tile::prefetch_row(kv, key + super::tile::KEY_TILE);
+        }
+        let k_row = kv.k[key * rw..][..rw].as_ptr();
+        let mut acc = [_mm512_setzero_si512(); R];
+        // SAFETY: the K row holds rw words (full whole registers, then a masked tail); each query
+        // row holds row_bytes >= 4 * rw bytes, a multiple of 64.
+        unsafe {
+            for b in 0..full {
+                let k = _mm512_loadu_si512(k_row.add(16 * b).cast());
+                for r in 0..R {
+                    let qv = _mm512_loadu_si512(q[r].add(64 * b).cast());
+                    acc[r] = _mm512_dpbusd_epi32(acc[r], k, qv);
+                }
+            }
+            if tail != 0 {
+                let k = _mm512_maskz_loadu_epi32(tail_mask, k_row.add(16 * full).cast());
+                for r in 0..R {
+                    let qv = _mm512_loadu_si512(q[r].add(64 * full).cast());
+                    acc[r] = _mm512_dpbusd_epi32(acc[r], k, qv);
+                }
+            }
+        }
+        let k_scale = kv.k_scale[key];
+        for r in 0..R {
+            let raw = _mm512_reduce_add_epi32(acc[r]) - correction[r];
+            p[(first_row + r) * p_stride + t] = raw as f32 * (q_scale[r] * k_scale);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attention::kv::{KvDtype, KvLayer};
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+        /// The VNNI scores equal the integer definition times the scales (up to the f32 rounding
+        /// of that product), for head dims that leave a tail of words, and any row count.
+        #[test]
+        fn vnni_scores_equal_the_integer_dot_products(
+            head_dim in 1usize..200,
+            keys in 1usize..40,
+            seed in 0u32..1000,
+        ) {
+            if !(crate::SimdLevel::Avx512.is_supported() && crate::dispatch::cpu_features().avx512_vnni) {
+                return Ok(());
+            }
+            let value = |i: usize| (((i as u32).wrapping_mul(2654435761) ^ seed) % 2001) as f32 / 100.0 - 10.0;
+            let rows_k: Vec<f32> = (0..keys * head_dim).map(value).collect();
+            let rows_v: Vec<f32> = rows_k.iter().map(|x| -x).collect();
+            let mut layer = KvLayer::new(KvDtype::Int8, 1, head_dim).unwrap();
+            layer.reserve(keys).unwrap();
+            layer.append(&rows_k, &rows_v).unwrap();
+            let kv = layer.head(0);
+            let q: Vec<f32> = (0..3 * head_dim).map(|i| value(i + 7777)).collect();
+            let queries = Int8Queries::new(&q, (0..3).map(|r| r * head_dim), head_dim, kv.row_words, 0.3);
+            let mut p = vec![0.0f32; 3 * keys];
+            // SAFETY: VNNI checked above; sizes as the contract asks.
+            unsafe {
+                scores_vnni::<2>(&queries, 0, kv, 0, keys, true, &mut p, keys);
+                scores_vnni::<1>(&queries, 2, kv, 0, keys, false, &mut p, keys);
+            }
+            for r in 0..3 {
+                for t in 0..keys {
+                    let k_row = &kv.k[t * kv.row_words..][..kv.row_words];
+                    let raw = raw_dot_reference(queries.row(r), k_row) - queries.bias_correction(r);
+                    let want = raw as f32 * (queries.scale(r) * kv.k_scale[t]);
+                    prop_assert_eq!(p[r * keys + t], want, "row {} key {}", r, t);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn rounded_queries_stay_within_half_a_step() {
+        let q: Vec<f32> = (0..70).map(|i| (i as f32 - 33.0) / 7.0).collect();
+        let queries = Int8Queries::new(&q, [0usize].into_iter(), 70, 18, 0.5);
+        let mut back = vec![0.0; 70];
+        queries.dequantize_row(0, &mut back);
+        let step = queries.scale(0);
+        assert!(step > 0.0);
+        for (x, y) in q.iter().zip(&back) {
+            assert!((x * 0.5 - y).abs() <= 0.5 * step * 1.0001, "{x} -> {y}");
+        }
+        let zero = Int8Queries::new(&[0.0; 8], [0usize].into_iter(), 8, 2, 1.0);
+        assert_eq!((zero.scale(0), zero.bias_correction(0)), (0.0, 0));
+    }
+}
