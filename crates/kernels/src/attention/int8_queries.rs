@@ -65,14 +65,17 @@ impl Int8Queries {
         }
     }
 
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // the VNNI kernel's
     pub(crate) fn row(&self, r: usize) -> &[u8] {
         &self.bytes[r * self.row_bytes..][..self.row_bytes]
     }
 
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // the VNNI kernel's
     pub(crate) fn scale(&self, r: usize) -> f32 {
         self.scales[r]
     }
 
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // the VNNI kernel's
     pub(crate) fn bias_correction(&self, r: usize) -> i32 {
         self.bias_corrections[r]
     }
