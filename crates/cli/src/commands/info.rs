@@ -2,6 +2,7 @@
 
 use anyhow::Result;
 
+use gattn_kernels::attention::int8_scores_use_vnni;
 use gattn_kernels::dispatch::{cpu_features, dispatch_choice};
 use gattn_kernels::matmul::bf16_rounds_activations;
 use gattn_model::{KvCache, MemoryPlan, RopeScaling, available_memory};
@@ -25,6 +26,12 @@ pub fn run(args: InfoArgs) -> Result<()> {
         "weights widened to f32 (gemm for mat-mat)"
     };
     println!("bf16:      {bf16_kernels}");
+    let int8_kv_scores = if int8_scores_use_vnni(choice.level) {
+        "avx512-vnni dot product (queries rounded to int8)"
+    } else {
+        "key bytes widened to f32 (queries rounded to int8)"
+    };
+    println!("int8 kv:   {int8_kv_scores}");
     println!("threads:   {}", rayon::current_num_threads());
     let Some(source) = &args.model else {
         return Ok(());

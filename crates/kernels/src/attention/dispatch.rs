@@ -33,13 +33,19 @@ impl WithSimd for AttendRange<'_> {
             rows,
             keys,
         } = self;
-        let vnni = cfg!(target_arch = "x86_64")
-            && level == SimdLevel::Avx512
-            && crate::dispatch::cpu_features().avx512_vnni;
+        let vnni = int8_scores_use_vnni(level);
         match kv.dtype {
             KvDtype::F32 => attend_range::<S, F32Words>(simd, kv, q, rows, keys, false),
             KvDtype::Bf16 => attend_range::<S, Bf16Words>(simd, kv, q, rows, keys, false),
             KvDtype::Int8 => attend_range::<S, Int8Words>(simd, kv, q, rows, keys, vnni),
         }
     }
+}
+
+/// Whether attention at `level` scores an int8 K cache with AVX512-VNNI (`gattn-cpu info` shows
+/// it); otherwise the f32 path decodes the key bytes (the queries are rounded to int8 either way).
+pub fn int8_scores_use_vnni(level: SimdLevel) -> bool {
+    cfg!(target_arch = "x86_64")
+        && level == SimdLevel::Avx512
+        && crate::dispatch::cpu_features().avx512_vnni
 }

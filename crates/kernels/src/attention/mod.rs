@@ -28,6 +28,7 @@ mod tile;
 
 pub use crate::reference::{AttentionShape, GateScores};
 pub use decode::{decode, decode_parts, decode_with_parts};
+pub use dispatch::int8_scores_use_vnni;
 pub use int8_queries::rounded_for_int8_kv;
 pub use kv::{KvDtype, KvError, KvHeadView, KvLayer};
 pub use maps::attention_maps;
