@@ -332,10 +332,10 @@ mod tests {
                     let segment = n.div_ceil(threads).div_ceil(2 * ROWS) * 2 * ROWS;
                     if n >= 2048 {
                         // The long blocks, one a segment in order, then a tail block of each.
-                        for s in 0..n.div_ceil(segment) {
-                            assert_eq!(blocks[s].0, s * segment, "{n} {threads} {width}");
+                        let (long, tails) = blocks.split_at(n.div_ceil(segment));
+                        for (s, block) in long.iter().enumerate() {
+                            assert_eq!(block.0, s * segment, "{n} {threads} {width}");
                         }
-                        let tails = &blocks[n.div_ceil(segment)..];
                         if threads > 1 && tails.len() >= 2 {
                             assert_ne!(tails[0].0 / segment, tails[1].0 / segment);
                         }
