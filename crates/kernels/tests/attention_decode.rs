@@ -7,6 +7,7 @@ mod support;
 use gattn_kernels::SimdLevel;
 use gattn_kernels::attention::{
     AttentionShape, AttentionStats, KvDtype, decode, decode_parts, decode_with_parts, prefill,
+    queries_as_used,
 };
 use proptest::prelude::*;
 use support::*;

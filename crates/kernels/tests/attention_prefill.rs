@@ -6,7 +6,7 @@
 mod support;
 
 use gattn_kernels::SimdLevel;
-use gattn_kernels::attention::{AttentionShape, AttentionStats, KvDtype, prefill};
+use gattn_kernels::attention::{AttentionShape, AttentionStats, KvDtype, prefill, queries_as_used};
 use proptest::prelude::*;
 use support::*;
 

@@ -53,15 +53,6 @@ pub struct Reference {
     pub stats: AttentionStats,
 }
 
-/// The queries as the kernels use them with a `dtype` cache: rounded to int8 for an int8 cache
-/// (`rounded_for_int8_kv`), as given otherwise. The reference gets these, as it gets the stored K/V.
-pub fn queries_as_used(dtype: KvDtype, q: &[f32], head_dim: usize) -> Vec<f32> {
-    match dtype {
-        KvDtype::Int8 => gattn_kernels::attention::rounded_for_int8_kv(q, head_dim),
-        _ => q.to_vec(),
-    }
-}
-
 /// Naive attention + gate on the given per-head K/V, and the statistics from its probabilities.
 #[allow(clippy::too_many_arguments)]
 pub fn reference(

@@ -7,6 +7,11 @@
 //! 64 bytes of a key per `vpdpbusd` instead of decoding every byte to f32 first (decode at 32768
 //! cached tokens spent most of its attention time in that decode: see the function).
 
+use std::borrow::Cow;
+
+use super::kv::KvDtype;
+use super::kv_encode::quantize_int8;
+
 /// Query rows rounded to int8, in the natural element order of the stored K bytes.
 #[derive(Debug, Clone)]
 pub(crate) struct Int8Queries {
@@ -47,9 +52,10 @@ impl Int8Queries {
             let out = &mut queries.bytes[r * row_bytes..][..head_dim];
             let mut sum = 0i32;
             for (byte, &v) in out.iter_mut().zip(x) {
-                let rounded = (v * factor * inverse).round().clamp(-127.0, 127.0) as i8;
-                sum += rounded as i32;
-                *byte = rounded as u8;
+                // The K cache's own rounding (round half away from zero, clamped to +-127).
+                let rounded = quantize_int8(v * factor, inverse);
+                sum += rounded;
+                *byte = rounded as i8 as u8;
             }
             queries.scales.push(scale);
             queries.bias_corrections.push(128 * sum);
@@ -81,10 +87,14 @@ impl Int8Queries {
     }
 }
 
-/// The queries as attention over an int8 KV cache uses them, back in f32 (for references and
-/// tests): each head's `head_dim` values (times the softmax scale `1/sqrt(head_dim)`, as the
-/// kernel rounds them) rounded to int8 with one scale.
-pub fn rounded_for_int8_kv(q: &[f32], head_dim: usize) -> Vec<f32> {
+/// The queries `q` (`[rows, head_dim]`) as attention over a `dtype` cache uses them, for the
+/// references (tests, the model's oracle path, attention maps): against int8 K each head's
+/// `head_dim` values (times the softmax scale `1/sqrt(head_dim)`, as the kernel rounds them)
+/// rounded to int8 with one scale, back in f32; against the other dtypes, `q` as given.
+pub fn queries_as_used(dtype: KvDtype, q: &[f32], head_dim: usize) -> Cow<'_, [f32]> {
+    if dtype != KvDtype::Int8 {
+        return Cow::Borrowed(q);
+    }
     assert!(head_dim > 0 && q.len().is_multiple_of(head_dim));
     let factor = 1.0 / (head_dim as f32).sqrt();
     let heads = q.len() / head_dim;
@@ -95,7 +105,7 @@ pub fn rounded_for_int8_kv(q: &[f32], head_dim: usize) -> Vec<f32> {
         rounded.dequantize_row(h, head);
         head.iter_mut().for_each(|v| *v /= factor);
     }
-    out
+    Cow::Owned(out)
 }
 
 /// `sum(q_i8 * k_u8)` over one stored K row (the definition [`scores_vnni`] is checked against).

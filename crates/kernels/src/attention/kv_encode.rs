@@ -101,7 +101,7 @@ fn max_abs(x: &[f32]) -> f32 {
 }
 
 #[inline(always)]
-fn quantize_int8(x: f32, inverse_scale: f32) -> i32 {
+pub(super) fn quantize_int8(x: f32, inverse_scale: f32) -> i32 {
     (x * inverse_scale).round().clamp(-127.0, 127.0) as i32
 }
 

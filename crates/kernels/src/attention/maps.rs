@@ -39,17 +39,11 @@ pub fn attention_maps(
     let k_heads: Vec<&[f32]> = k.iter().map(Vec::as_slice).collect();
     let v_heads: Vec<&[f32]> = v.iter().map(Vec::as_slice).collect();
     // The queries as the kernels use them against this cache (rounded to int8 for int8 K).
-    let rounded;
-    let q = if kv.dtype() == super::KvDtype::Int8 {
-        rounded = super::rounded_for_int8_kv(q, d);
-        &rounded
-    } else {
-        q
-    };
+    let q = super::queries_as_used(kv.dtype(), q, d);
     let mut probs = vec![0.0f32; n * shape.num_heads * kv_len];
     causal_attention(
         shape,
-        q,
+        &q,
         q_start,
         n,
         &k_heads,

@@ -2,7 +2,7 @@
 //!
 //! - `kv`: the per-layer K/V storage the kernel streams (f32, bf16 or int8, contiguous per KV head);
 //!   `kv_encode` writes its rows. Against int8 K the queries are rounded to int8 too
-//!   (`int8_queries`; [`rounded_for_int8_kv`] gives references the same queries).
+//!   (`int8_queries`; [`queries_as_used`] gives references the same queries).
 //! - [`prefill`]: a causal chunk of queries; [`decode`]: one query, sequence split across threads.
 //! - [`AttentionStats`]: optional sink-share and gate accumulators, computed in the kernel.
 //! - [`attention_maps`]: the slow path returning full probability rows (analysis of short prompts).
@@ -29,7 +29,7 @@ mod tile;
 pub use crate::reference::{AttentionShape, GateScores};
 pub use decode::{decode, decode_parts, decode_with_parts};
 pub use dispatch::int8_scores_use_vnni;
-pub use int8_queries::rounded_for_int8_kv;
+pub use int8_queries::queries_as_used;
 pub use kv::{KvDtype, KvError, KvHeadView, KvLayer};
 pub use maps::attention_maps;
 pub use prefill::prefill;

@@ -1,4 +1,4 @@
-use gattn_kernels::attention::{self, AttentionStats, KvDtype};
+use gattn_kernels::attention::{self, AttentionStats};
 use gattn_kernels::dispatch::simd_level;
 use gattn_kernels::reference::{self, AttentionShape, GateScores};
 use gattn_tensor::Checkpoint;
@@ -265,16 +265,10 @@ fn reference_attention(
     let k_refs: Vec<&[f32]> = k_heads.iter().map(Vec::as_slice).collect();
     let v_refs: Vec<&[f32]> = v_heads.iter().map(Vec::as_slice).collect();
     // Against an int8 cache the kernels round the queries to int8 too: the oracle does the same.
-    let rounded;
-    let queries = if cache.storage.dtype() == KvDtype::Int8 {
-        rounded = attention::rounded_for_int8_kv(queries, shape.head_dim);
-        &rounded
-    } else {
-        queries
-    };
+    let queries = attention::queries_as_used(cache.storage.dtype(), queries, shape.head_dim);
     reference::causal_attention(
         shape,
-        queries,
+        &queries,
         q_start,
         n,
         &k_refs,
