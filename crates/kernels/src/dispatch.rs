@@ -1,8 +1,8 @@
 //! The one dispatch point: which SIMD level the fast kernels run at.
 //!
 //! Detected once (the first call of [`simd_level`]) from the CPU, unless the `GATTN_SIMD` environment
-//! variable forces one (`scalar`, `avx2`, `avx512`, `neon`), so tests and users can exercise every
-//! path on one machine. Kernels also take an explicit level (`*_at` functions) for proptests.
+//! variable forces one (`scalar`, `avx2`, `avx512`, `amx`, `neon`), so tests and users can exercise
+//! every path on one machine. Kernels also take an explicit level (`*_at` functions) for proptests.
 
 use std::fmt;
 use std::sync::OnceLock;
@@ -17,6 +17,10 @@ pub enum SimdLevel {
     Avx2,
     /// x86-64 AVX-512 F/BW/VL (+VNNI, +BF16 where present) (pulp's V4).
     Avx512,
+    /// AVX-512 with the int8 and bf16 matrix-matrix products (prefill) on AMX tiles (Intel
+    /// Sapphire Rapids and later, where the OS grants the tile state); every other kernel is
+    /// the AVX-512 one.
+    Amx,
     /// aarch64 NEON.
     Neon,
 }
@@ -27,6 +31,7 @@ impl SimdLevel {
             SimdLevel::Scalar => "scalar",
             SimdLevel::Avx2 => "avx2",
             SimdLevel::Avx512 => "avx512",
+            SimdLevel::Amx => "amx",
             SimdLevel::Neon => "neon",
         }
     }
@@ -36,6 +41,7 @@ impl SimdLevel {
             "scalar" | "none" => Some(SimdLevel::Scalar),
             "avx2" | "x86-v3" | "v3" => Some(SimdLevel::Avx2),
             "avx512" | "x86-v4" | "v4" => Some(SimdLevel::Avx512),
+            "amx" => Some(SimdLevel::Amx),
             "neon" => Some(SimdLevel::Neon),
             _ => None,
         }
@@ -47,8 +53,17 @@ impl SimdLevel {
             SimdLevel::Scalar => true,
             SimdLevel::Avx2 => has_avx2(),
             SimdLevel::Avx512 => has_avx512(),
+            SimdLevel::Amx => {
+                // The AMX kernels pack and scale with AVX512-BF16 (every AMX CPU has it).
+                has_avx512() && cpu_features().avx512_bf16 && amx_usable()
+            }
             SimdLevel::Neon => cfg!(target_arch = "aarch64"),
         }
+    }
+
+    /// Does this level run the AVX-512 kernels (AVX-512 itself, and AMX beside it)?
+    pub fn is_avx512(self) -> bool {
+        matches!(self, SimdLevel::Avx512 | SimdLevel::Amx)
     }
 
     /// Every level this CPU can run, lowest first (the proptests iterate over these).
@@ -57,6 +72,7 @@ impl SimdLevel {
             SimdLevel::Scalar,
             SimdLevel::Avx2,
             SimdLevel::Avx512,
+            SimdLevel::Amx,
             SimdLevel::Neon,
         ]
         .into_iter()
@@ -156,7 +172,7 @@ pub fn dispatch_choice() -> &'static DispatchChoice {
                 None => DispatchChoice {
                     level: detected,
                     reason: format!(
-                        "GATTN_SIMD={value} is not one of scalar, avx2, avx512, neon; using detected {detected}"
+                        "GATTN_SIMD={value} is not one of scalar, avx2, avx512, amx, neon; using detected {detected}"
                     ),
                 },
             },
@@ -178,7 +194,7 @@ pub fn simd_level() -> SimdLevel {
 pub(crate) fn run_at<Op: WithSimd>(level: SimdLevel, op: Op) -> Op::Output {
     match level {
         #[cfg(target_arch = "x86_64")]
-        SimdLevel::Avx512 => {
+        SimdLevel::Avx512 | SimdLevel::Amx => {
             if let Some(simd) = pulp::x86::V4::try_new() {
                 return Simd::vectorize(simd, op);
             }
@@ -198,4 +214,49 @@ pub(crate) fn run_at<Op: WithSimd>(level: SimdLevel, op: Op) -> Op::Output {
         _ => {}
     }
     Simd::vectorize(pulp::Scalar::new(), op)
+}
+
+/// Can this process use AMX tiles: the CPU has AMX-TILE, -BF16 and -INT8, and the OS granted
+/// the tile state (asked once).
+fn amx_usable() -> bool {
+    static USABLE: OnceLock<bool> = OnceLock::new();
+    *USABLE.get_or_init(|| cpu_has_amx() && os_grants_amx_tiles())
+}
+
+fn cpu_has_amx() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // CPUID leaf 7, sub-leaf 0, EDX: bit 22 AMX-BF16, bit 24 AMX-TILE, bit 25 AMX-INT8.
+        // (CPUID is safe on every x86-64 CPU; leaf 7 exists where AVX-512 does.)
+        let edx = core::arch::x86_64::__cpuid_count(7, 0).edx;
+        let wanted = (1 << 22) | (1 << 24) | (1 << 25);
+        edx & wanted == wanted
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Linux hands out the 8 KiB of tile data per process on request; using a tile before that
+/// raises SIGILL. The permission covers every thread of the process, so asking once suffices.
+fn os_grants_amx_tiles() -> bool {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        const ARCH_REQ_XCOMP_PERM: libc::c_long = 0x1023;
+        const XFEATURE_XTILEDATA: libc::c_long = 18;
+        // SAFETY: a plain system call with integer arguments.
+        let status = unsafe {
+            libc::syscall(
+                libc::SYS_arch_prctl,
+                ARCH_REQ_XCOMP_PERM,
+                XFEATURE_XTILEDATA,
+            )
+        };
+        status == 0
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    {
+        false
+    }
 }

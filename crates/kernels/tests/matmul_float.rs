@@ -57,6 +57,19 @@ proptest! {
             check_bf16(level, &x, &w, m, k, n)?;
         }
     }
+
+    /// The AMX tile kernel's shapes (where AMX runs: k a multiple of 32, m > 1): several pairs
+    /// of 16-token tiles and a ragged last one, strips of 32 rows with a short last strip.
+    #[test]
+    fn bf16_amx_tiles(m in 2usize..=80, k32 in 1usize..=24, n in 1usize..=100, seed: u64) {
+        let k = 32 * k32;
+        let mut rng = rng(seed);
+        let x = values(m * k, 1.0, &mut rng);
+        let w: Vec<bf16> = values(n * k, 0.5, &mut rng).into_iter().map(bf16::from_f32).collect();
+        for level in SimdLevel::all_supported() {
+            check_bf16(level, &x, &w, m, k, n)?;
+        }
+    }
 }
 
 /// bf16 weights at `level` against the reference. Where the level rounds the activations to
@@ -110,7 +123,7 @@ fn check_bf16(
 #[test]
 fn bf16_qwen3_shapes() {
     let mut rng = rng(17);
-    for (m, k, n) in [(13, 2048, 2064), (7, 6144, 256)] {
+    for (m, k, n) in [(13, 2048, 2064), (7, 6144, 256), (200, 6144, 48)] {
         let x = values(m * k, 1.0, &mut rng);
         let w: Vec<bf16> = values(n * k, 0.5, &mut rng)
             .into_iter()

@@ -23,53 +23,14 @@ proptest! {
     #[test]
     fn int8_matches_quantized_reference_and_f32_bound(shape in shapes()) {
         let common::Shape { m, k, n, seed } = shape;
-        let mut rng = rng(seed);
-        let x = values(m * k, 1.0, &mut rng);
-        let w = values(n * k, 0.5, &mut rng);
-        let q = Q8Matrix::quantize_f32(&w, n, k).unwrap();
-        let qx = quantize_activations(&x, m, k);
+        check_int8(m, k, n, seed)?;
+    }
 
-        // The same quantized numbers, summed exactly per block (i32), then in f64.
-        let mut exact = vec![0.0f64; m * n];
-        let mut term_scale = vec![0.0f64; m * n];
-        // sum |x| * w_scale / 2 + |w_hat| * x_scale / 2: the quantization error bound.
-        let mut quant_bound = vec![0.0f64; m * n];
-        for i in 0..m {
-            for j in 0..n {
-                for b in 0..k.div_ceil(BLOCK) {
-                    let (mut dot, mut abs) = (0i64, 0i64);
-                    let (_, sw) = q.get(j, b * BLOCK);
-                    let (_, sx) = qx.get(i, b * BLOCK);
-                    for c in b * BLOCK..((b + 1) * BLOCK).min(k) {
-                        let (wq, _) = q.get(j, c);
-                        let (xq, _) = qx.get(i, c);
-                        dot += wq as i64 * xq as i64;
-                        abs += (wq as i64 * xq as i64).abs();
-                        quant_bound[i * n + j] += (x[i * k + c].abs() * sw / 2.0
-                            + (wq as f32 * sw).abs() * sx / 2.0) as f64;
-                    }
-                    exact[i * n + j] += dot as f64 * (sw as f64 * sx as f64);
-                    term_scale[i * n + j] += abs as f64 * (sw as f64 * sx as f64);
-                }
-            }
-        }
-        let mut reference = vec![0.0; m * n];
-        matmul_f32(&x, &w, None, m, k, n, &mut reference);
-
-        let weights = WeightMatrix::int8(&q);
-        for level in SimdLevel::all_supported() {
-            let mut y = vec![f32::NAN; m * n];
-            matmul_at(level, &weights, &x, None, &mut y).unwrap();
-            for idx in 0..m * n {
-                // f32 rounding of the per-block terms and their sum (one per block).
-                let tol = order_tolerance(k.div_ceil(BLOCK) + 2, term_scale[idx] as f32);
-                prop_assert!((y[idx] as f64 - exact[idx]).abs() <= tol as f64,
-                    "{level} m={m} k={k} n={n} at {idx}: {} vs exact {} (tol {tol})", y[idx], exact[idx]);
-                let bound = quant_bound[idx] as f32 * 1.001 + tol + 1e-5;
-                prop_assert!((y[idx] - reference[idx]).abs() <= bound,
-                    "{level} m={m} k={k} n={n} at {idx}: {} vs f32 {} (bound {bound})", y[idx], reference[idx]);
-            }
-        }
+    /// The AMX tile kernel's shapes (m > 1): several pairs of 16-token tiles and a ragged
+    /// last one, pairs of 16-row groups and a single last group.
+    #[test]
+    fn int8_amx_tiles(m in 2usize..=80, k in 1usize..=400, n in 1usize..=100, seed: u64) {
+        check_int8(m, k, n, seed)?;
     }
 
     #[test]
@@ -103,6 +64,76 @@ proptest! {
         shifted[1..].copy_from_slice(&scale_bytes);
         let back = Q8Matrix::from_parts(packed, &shifted[1..], n, k).unwrap();
         prop_assert_eq!(back.dequantize(), q.dequantize());
+    }
+}
+
+/// int8 weights and activations at every supported level: exact against the integer reference
+/// of the same quantized values (up to f32 rounding of the per-block terms), and within the
+/// bound the block scales imply against the f32 reference of the original values.
+fn check_int8(m: usize, k: usize, n: usize, seed: u64) -> Result<(), TestCaseError> {
+    let mut rng = rng(seed);
+    let x = values(m * k, 1.0, &mut rng);
+    let w = values(n * k, 0.5, &mut rng);
+    let q = Q8Matrix::quantize_f32(&w, n, k).unwrap();
+    let qx = quantize_activations(&x, m, k);
+
+    // The same quantized numbers, summed exactly per block (i32), then in f64.
+    let mut exact = vec![0.0f64; m * n];
+    let mut term_scale = vec![0.0f64; m * n];
+    // sum |x| * w_scale / 2 + |w_hat| * x_scale / 2: the quantization error bound.
+    let mut quant_bound = vec![0.0f64; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            for b in 0..k.div_ceil(BLOCK) {
+                let (mut dot, mut abs) = (0i64, 0i64);
+                let (_, sw) = q.get(j, b * BLOCK);
+                let (_, sx) = qx.get(i, b * BLOCK);
+                for c in b * BLOCK..((b + 1) * BLOCK).min(k) {
+                    let (wq, _) = q.get(j, c);
+                    let (xq, _) = qx.get(i, c);
+                    dot += wq as i64 * xq as i64;
+                    abs += (wq as i64 * xq as i64).abs();
+                    quant_bound[i * n + j] +=
+                        (x[i * k + c].abs() * sw / 2.0 + (wq as f32 * sw).abs() * sx / 2.0) as f64;
+                }
+                exact[i * n + j] += dot as f64 * (sw as f64 * sx as f64);
+                term_scale[i * n + j] += abs as f64 * (sw as f64 * sx as f64);
+            }
+        }
+    }
+    let mut reference = vec![0.0; m * n];
+    matmul_f32(&x, &w, None, m, k, n, &mut reference);
+
+    let weights = WeightMatrix::int8(&q);
+    for level in SimdLevel::all_supported() {
+        let mut y = vec![f32::NAN; m * n];
+        matmul_at(level, &weights, &x, None, &mut y).unwrap();
+        for idx in 0..m * n {
+            // f32 rounding of the per-block terms and their sum (one per block).
+            let tol = order_tolerance(k.div_ceil(BLOCK) + 2, term_scale[idx] as f32);
+            prop_assert!(
+                (y[idx] as f64 - exact[idx]).abs() <= tol as f64,
+                "{level} m={m} k={k} n={n} at {idx}: {} vs exact {} (tol {tol})",
+                y[idx],
+                exact[idx]
+            );
+            let bound = quant_bound[idx] as f32 * 1.001 + tol + 1e-5;
+            prop_assert!(
+                (y[idx] - reference[idx]).abs() <= bound,
+                "{level} m={m} k={k} n={n} at {idx}: {} vs f32 {} (bound {bound})",
+                y[idx],
+                reference[idx]
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The token blocks of the AMX kernel (256 tokens at k = 2048) and Qwen3's widest k.
+#[test]
+fn int8_long_prefill_shapes() {
+    for (m, k, n, seed) in [(300, 2048, 40, 1), (40, 6144, 33, 2)] {
+        check_int8(m, k, n, seed).unwrap();
     }
 }
 

@@ -38,7 +38,8 @@ done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
-common=("${model_args[@]}" -t "$THREADS" -r "$REPS" -fa "$FA" -o json)
+# shellcheck disable=SC2206 # LLAMA_BENCH_ARGS is a list of flags (env.sh)
+common=("${model_args[@]}" -t "$THREADS" -r "$REPS" -fa "$FA" -o json $LLAMA_BENCH_ARGS)
 
 RUNS=${RUNS:-empty depth}
 runs=()

@@ -30,3 +30,14 @@ require_setup() {
         exit 1
     fi
 }
+
+# On AMX machines (Sapphire Rapids and later) llama.cpp repacks Q8_0 weights for its AMX
+# kernels, and at this pinned commit that path crashes in ggml_backend_amx_mul_mat (a known,
+# unfixed bug: ggml-org/llama.cpp#20824; seen here on the first prompt). `--repack 0` keeps
+# its AVX-512 kernels, the configuration that runs. Override with LLAMA_BENCH_ARGS.
+if [ -z "${LLAMA_BENCH_ARGS+set}" ]; then
+    LLAMA_BENCH_ARGS=
+    if grep -qw amx_int8 /proc/cpuinfo 2>/dev/null; then
+        LLAMA_BENCH_ARGS="--repack 0"
+    fi
+fi

@@ -19,7 +19,8 @@ GGUF_DIR=$1 INT8_DIR=$2 BF16_DIR=$3 OUT=$4
 GATTN=${GATTN:-$HERE/../../../target/release/gattn-cpu}
 require_setup
 mkdir -p "$OUT"
-llama() { "$BIN_DIR/llama-bench" -t 2 -r 1 -o json "$@" 2>/dev/null; }
+# shellcheck disable=SC2086 # LLAMA_BENCH_ARGS is a list of flags
+llama() { "$BIN_DIR/llama-bench" -t 2 -r 1 -o json $LLAMA_BENCH_ARGS "$@" 2>/dev/null; }
 ours() { "$GATTN" bench -t 2 --json "$@" 2>/dev/null; }
 
 for i in $(seq 1 "${ROUNDS:-4}"); do

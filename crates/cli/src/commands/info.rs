@@ -2,6 +2,7 @@
 
 use anyhow::Result;
 
+use gattn_kernels::SimdLevel;
 use gattn_kernels::attention::int8_scores_use_vnni;
 use gattn_kernels::dispatch::{cpu_features, dispatch_choice};
 use gattn_kernels::matmul::bf16_rounds_activations;
@@ -16,10 +17,17 @@ pub fn run(args: InfoArgs) -> Result<()> {
     let features = cpu_features();
     println!("simd:      {} ({})", choice.level, choice.reason);
     println!(
-        "cpu:       avx512-vnni {}, avx512-bf16 {}",
+        "cpu:       avx512-vnni {}, avx512-bf16 {}, amx {}",
         yes(features.avx512_vnni),
-        yes(features.avx512_bf16)
+        yes(features.avx512_bf16),
+        yes(SimdLevel::Amx.is_supported())
     );
+    let mat_mat = if choice.level == SimdLevel::Amx {
+        "AMX tiles for int8 and bf16 weights (prefill)"
+    } else {
+        "SIMD kernels of the level (AMX off: not present, or GATTN_SIMD)"
+    };
+    println!("mat-mat:   {mat_mat}");
     let bf16_kernels = if bf16_rounds_activations(choice.level) {
         "avx512-bf16 dot product (activations rounded to bf16)"
     } else {

@@ -45,7 +45,5 @@ impl WithSimd for AttendRange<'_> {
 /// Whether attention at `level` scores an int8 K cache with AVX512-VNNI (`gattn-cpu info` shows
 /// it); otherwise the f32 path decodes the key bytes (the queries are rounded to int8 either way).
 pub fn int8_scores_use_vnni(level: SimdLevel) -> bool {
-    cfg!(target_arch = "x86_64")
-        && level == SimdLevel::Avx512
-        && crate::dispatch::cpu_features().avx512_vnni
+    cfg!(target_arch = "x86_64") && level.is_avx512() && crate::dispatch::cpu_features().avx512_vnni
 }

@@ -16,7 +16,7 @@ pub(crate) fn encode_row(level: SimdLevel, dtype: KvDtype, x: &[f32], words: &mu
     #[cfg(target_arch = "x86_64")]
     match level {
         // SAFETY: the level is only ever one the CPU supports (SimdLevel::is_supported).
-        SimdLevel::Avx512 => return unsafe { encode_row_avx512(dtype, x, words) },
+        SimdLevel::Avx512 | SimdLevel::Amx => return unsafe { encode_row_avx512(dtype, x, words) },
         SimdLevel::Avx2 => return unsafe { encode_row_avx2(dtype, x, words) },
         _ => {}
     }

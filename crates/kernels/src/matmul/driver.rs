@@ -6,6 +6,8 @@
 
 use std::cell::RefCell;
 
+#[cfg(target_arch = "x86_64")]
+use super::amx;
 use super::error::MatmulError;
 use super::float::bf16dot::{self, Bf16Activations};
 use super::float::{self, FloatWeight};
@@ -40,11 +42,17 @@ struct Input<'x> {
     q8: Option<Q8Activations>,
     /// For bf16 weights where the bf16 dot-product kernels run.
     bf16: Option<Bf16Activations>,
+    /// For bf16 weights in a mat-mat on AMX tiles.
+    #[cfg(target_arch = "x86_64")]
+    amx_bf16: Option<amx::bf16::AmxBf16Activations>,
 }
 
 thread_local! {
     static Q8_SCRATCH: RefCell<Q8Activations> = RefCell::new(Q8Activations::default());
     static BF16_SCRATCH: RefCell<Bf16Activations> = RefCell::new(Bf16Activations::default());
+    #[cfg(target_arch = "x86_64")]
+    static AMX_BF16_SCRATCH: RefCell<amx::bf16::AmxBf16Activations> =
+        RefCell::new(Default::default());
     static GATE_SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
@@ -101,13 +109,26 @@ pub(crate) fn run(
     };
     let needs = |f: fn(&WeightMatrix<'_>) -> bool| mats.iter().map(|(w, _)| w).chain(gate).any(f);
     let needs_q8 = needs(|w| matches!(w, WeightMatrix::Int8(_)));
-    let needs_bf16 = bf16dot::available(level) && needs(|w| matches!(w, WeightMatrix::Bf16 { .. }));
+    let has_bf16 = needs(|w| matches!(w, WeightMatrix::Bf16 { .. }));
+    #[cfg(target_arch = "x86_64")]
+    let bf16_on_amx = has_bf16 && m > 1 && amx::bf16::fits(k) && level == SimdLevel::Amx;
+    #[cfg(not(target_arch = "x86_64"))]
+    let bf16_on_amx = false;
+    let needs_bf16 = bf16dot::available(level) && has_bf16 && !bf16_on_amx;
     let mut input = Input {
         x,
         m,
         q8: None,
         bf16: None,
+        #[cfg(target_arch = "x86_64")]
+        amx_bf16: None,
     };
+    #[cfg(target_arch = "x86_64")]
+    if bf16_on_amx {
+        let mut packed = AMX_BF16_SCRATCH.with_borrow_mut(std::mem::take);
+        amx::bf16::pack_activations_into(x, m, k, &mut packed);
+        input.amx_bf16 = Some(packed);
+    }
     if needs_bf16 {
         let mut xb = BF16_SCRATCH.with_borrow_mut(std::mem::take);
         bf16dot::convert_activations_into(level, x, m, k, &mut xb);
@@ -121,6 +142,10 @@ pub(crate) fn run(
             int8::token_padding(level)
         };
         int8::quantize::quantize_activations_into(level, x, m, k, pad, &mut q8);
+        #[cfg(target_arch = "x86_64")]
+        if m > 1 && level == SimdLevel::Amx {
+            amx::int8::order_tiles(&mut q8);
+        }
         input.q8 = Some(q8);
     }
 
@@ -189,6 +214,10 @@ pub(crate) fn run(
     }
     if let Some(xb) = input.bf16.take() {
         BF16_SCRATCH.with_borrow_mut(|slot| *slot = xb);
+    }
+    #[cfg(target_arch = "x86_64")]
+    if let Some(packed) = input.amx_bf16.take() {
+        AMX_BF16_SCRATCH.with_borrow_mut(|slot| *slot = packed);
     }
     Ok(())
 }
@@ -263,6 +292,11 @@ unsafe fn compute(
     match *w {
         WeightMatrix::F32 { data, k, .. } => unsafe {
             float_cols(level, data, k, x, m, col0, cols, y, ld)
+        },
+        #[cfg(target_arch = "x86_64")]
+        WeightMatrix::Bf16 { data, k, .. } if input.amx_bf16.is_some() => unsafe {
+            let packed = input.amx_bf16.as_ref().expect("checked by the guard");
+            amx::bf16::matmat_cols(data, k, packed, col0, cols, y, ld)
         },
         WeightMatrix::Bf16 { data, k, .. } => match &input.bf16 {
             #[cfg(target_arch = "x86_64")]

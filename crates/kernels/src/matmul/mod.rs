@@ -15,6 +15,8 @@
 //! mat-mats)
 //! compute.
 
+#[cfg(target_arch = "x86_64")]
+mod amx;
 mod driver;
 pub mod error;
 mod float;

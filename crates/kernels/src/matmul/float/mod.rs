@@ -37,7 +37,9 @@ impl FloatWeight for f32 {
         match level {
             // SAFETY: a level is only used when the CPU supports it.
             #[cfg(target_arch = "x86_64")]
-            SimdLevel::Avx512 => unsafe { matvec_avx512::matvec_rows_f32(w, k, x, out) },
+            SimdLevel::Avx512 | SimdLevel::Amx => unsafe {
+                matvec_avx512::matvec_rows_f32(w, k, x, out)
+            },
             #[cfg(target_arch = "x86_64")]
             SimdLevel::Avx2 => unsafe { matvec_avx2::matvec_rows_f32(w, k, x, out) },
             #[cfg(target_arch = "aarch64")]
@@ -62,7 +64,9 @@ impl FloatWeight for bf16 {
         match level {
             // SAFETY: a level is only used when the CPU supports it.
             #[cfg(target_arch = "x86_64")]
-            SimdLevel::Avx512 => unsafe { matvec_avx512::matvec_rows_bf16(w, k, x, out) },
+            SimdLevel::Avx512 | SimdLevel::Amx => unsafe {
+                matvec_avx512::matvec_rows_bf16(w, k, x, out)
+            },
             #[cfg(target_arch = "x86_64")]
             SimdLevel::Avx2 => unsafe { matvec_avx2::matvec_rows_bf16(w, k, x, out) },
             #[cfg(target_arch = "aarch64")]

@@ -39,9 +39,9 @@ enum Kernel {
 fn kernel(level: SimdLevel) -> Kernel {
     match level {
         #[cfg(target_arch = "x86_64")]
-        SimdLevel::Avx512 if cpu_features().avx512_vnni => Kernel::Vnni,
+        SimdLevel::Avx512 | SimdLevel::Amx if cpu_features().avx512_vnni => Kernel::Vnni,
         #[cfg(target_arch = "x86_64")]
-        SimdLevel::Avx512 | SimdLevel::Avx2 => Kernel::Avx2,
+        SimdLevel::Avx512 | SimdLevel::Amx | SimdLevel::Avx2 => Kernel::Avx2,
         #[cfg(target_arch = "aarch64")]
         SimdLevel::Neon => Kernel::Neon,
         _ => {
@@ -66,6 +66,10 @@ fn group_dot(kernel: Kernel, packed: &[u8], scales: &[f32], x: ActRow<'_>) -> [f
 
 /// Token padding the activations need for `level`'s matrix-matrix kernel.
 pub(crate) fn token_padding(level: SimdLevel) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if level == SimdLevel::Amx {
+        return crate::matmul::amx::int8::TOKEN_PADDING;
+    }
     match kernel(level) {
         #[cfg(target_arch = "x86_64")]
         Kernel::Vnni => TILE_TOKENS,
@@ -106,6 +110,12 @@ pub(crate) unsafe fn matmat_cols(
     ld: usize,
 ) {
     debug_assert_eq!(col0 % ROWS, 0);
+    #[cfg(target_arch = "x86_64")]
+    if level == SimdLevel::Amx {
+        // SAFETY: the level is supported, so AMX is usable, the activations were padded for it (token_padding),
+        // and the caller's contract on y.
+        return unsafe { crate::matmul::amx::int8::matmat_cols(w, x, col0, cols, y, ld) };
+    }
     let kernel = kernel(level);
     let (g0, g1) = (col0 / ROWS, (col0 + cols).div_ceil(ROWS));
     // SAFETY: the caller's contract; `store` only writes rows < m and columns < cols.

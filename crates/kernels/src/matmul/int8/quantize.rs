@@ -105,6 +105,11 @@ pub struct Q8Activations {
     pub(crate) scales: Vec<f32>,
     /// `[rows][nb]`: `-128 * sum(q)` of the block, which cancels the weights' +128 offset in VNNI.
     pub(crate) offset_fix: Vec<i32>,
+    /// The same `qs` in the AMX kernel's tile order, `[rows / 16][nb][16][64]`, where that
+    /// kernel runs (empty otherwise): each tile it loads is then 1 KiB in one piece.
+    pub(crate) tile_order: Vec<i8>,
+    /// `scales` in the same order, `[rows / 16][nb][16]`: a tile's 16 scales in one line.
+    pub(crate) scales_tile_order: Vec<f32>,
 }
 
 impl Q8Activations {
@@ -195,7 +200,9 @@ fn quantize_row(level: SimdLevel, x: &[f32], qs: &mut [i8], scales: &mut [f32], 
     #[cfg(target_arch = "x86_64")]
     match level {
         // SAFETY: the level is only ever one the CPU supports (SimdLevel::is_supported).
-        SimdLevel::Avx512 => return unsafe { quantize_row_avx512(x, qs, scales, fix) },
+        SimdLevel::Avx512 | SimdLevel::Amx => {
+            return unsafe { quantize_row_avx512(x, qs, scales, fix) };
+        }
         SimdLevel::Avx2 => return unsafe { quantize_row_avx2(x, qs, scales, fix) },
         _ => {}
     }

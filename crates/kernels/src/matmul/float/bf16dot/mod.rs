@@ -26,7 +26,7 @@ const STEP: usize = 32;
 
 /// Does `level` on this CPU run the bf16 dot-product kernel?
 pub(crate) fn available(level: SimdLevel) -> bool {
-    level == SimdLevel::Avx512 && crate::dispatch::cpu_features().avx512_bf16
+    level.is_avx512() && crate::dispatch::cpu_features().avx512_bf16
 }
 
 /// The activations `[m, k]` rounded to bf16 (to nearest even), stored as bits in
