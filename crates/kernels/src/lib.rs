@@ -9,6 +9,7 @@
 //! - `bandwidth`: the read-bandwidth probe that speeds are reported against (the roofline).
 
 pub mod activations;
+mod aligned;
 pub mod attention;
 pub mod bandwidth;
 pub mod dispatch;

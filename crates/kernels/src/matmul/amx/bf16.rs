@@ -16,6 +16,7 @@ use rayon::prelude::*;
 
 use super::tiles::Tiles;
 use super::transpose::transpose16;
+use crate::aligned::{Aligned, LineVec};
 
 /// Tokens per tile, weight rows per tile, and k values per tile step.
 const TOKENS: usize = 16;
@@ -35,7 +36,8 @@ pub(crate) fn fits(k: usize) -> bool {
 /// count (the microkernel takes two).
 #[derive(Debug, Default)]
 pub(crate) struct AmxBf16Activations {
-    packed: Vec<u32>,
+    /// On a cache line (see `aligned`), so each 64-byte tile row is one line.
+    packed: LineVec<u32>,
     m: usize,
     k: usize,
     tiles: usize,
@@ -48,7 +50,7 @@ impl AmxBf16Activations {
 
     /// The packed block of token tile `tile`, all steps (`steps * 1 KiB`).
     fn tile_ptr(&self, tile: usize) -> *const u8 {
-        self.packed[tile * self.steps() * ROWS * TOKENS..]
+        self.packed.as_slice()[tile * self.steps() * ROWS * TOKENS..]
             .as_ptr()
             .cast()
     }
@@ -59,10 +61,10 @@ pub(crate) fn pack_activations_into(x: &[f32], m: usize, k: usize, out: &mut Amx
     assert!(fits(k) && x.len() == m * k);
     let tiles = m.div_ceil(TOKENS).next_multiple_of(2);
     let steps = k / STEP;
-    out.packed.clear();
-    out.packed.resize(tiles * steps * ROWS * TOKENS, 0);
+    out.packed.reset(tiles * steps * ROWS * TOKENS);
     (out.m, out.k, out.tiles) = (m, k, tiles);
     out.packed
+        .as_mut_slice()
         .par_chunks_mut(steps * ROWS * TOKENS)
         .enumerate()
         .for_each(|(tile, dst)| {
@@ -132,7 +134,7 @@ pub(crate) unsafe fn matmat_cols(
                 strip_copy.as_ptr().cast()
             };
             for tile in (tile0..(tile0 + block_tiles).min(x.tiles)).step_by(2) {
-                let mut out = [[[0.0f32; TOKENS]; ROWS]; 4];
+                let mut out = Aligned([[[0.0f32; TOKENS]; ROWS]; 4]);
                 // SAFETY: the strip holds 32 rows of k values at stride 2k bytes; the
                 // activations hold tiles `tile`, `tile + 1` (their count is even).
                 unsafe {
@@ -143,11 +145,11 @@ pub(crate) unsafe fn matmat_cols(
                         x.tile_ptr(tile),
                         x.tile_ptr(tile + 1),
                         x.steps(),
-                        &mut out,
+                        &mut out.0,
                     )
                 };
                 // SAFETY: the caller's contract on y; only live tokens and rows are written.
-                unsafe { write_out(&out, tile * TOKENS, x.m, r0, live_rows, y, ld) };
+                unsafe { write_out(&out.0, tile * TOKENS, x.m, r0, live_rows, y, ld) };
             }
         }
     }

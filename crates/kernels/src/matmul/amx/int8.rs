@@ -32,6 +32,7 @@ use std::cell::RefCell;
 use rayon::prelude::*;
 
 use super::tiles::Tiles;
+use crate::aligned::{Aligned, LineVec};
 use crate::matmul::int8::layout::{BLOCK, ROWS, TILE_BYTES};
 use crate::matmul::int8::matrix::Q8Matrix;
 use crate::matmul::int8::quantize::Q8Activations;
@@ -61,12 +62,12 @@ pub(crate) fn order_tiles(x: &mut Q8Activations) {
     let nb = x.nb;
     let kp = nb * BLOCK;
     let block = block_tokens(kp);
-    x.tile_order.clear();
-    x.tile_order.resize(x.rows * kp, 0);
+    x.tile_order.reset(x.rows * kp);
     x.scales_tile_order.clear();
     x.scales_tile_order.resize(x.rows * nb, 0.0);
     let (qs, scales) = (&x.qs, &x.scales);
     x.tile_order
+        .as_mut_slice()
         .par_chunks_mut(block * kp)
         .zip(x.scales_tile_order.par_chunks_mut(block * nb))
         .enumerate()
@@ -90,9 +91,9 @@ pub(crate) fn order_tiles(x: &mut Q8Activations) {
 thread_local! {
     /// The job's column panel as signed bytes (see the module comment), padded to an even
     /// number of row groups with zero weights.
-    static SIGNED_PANEL: RefCell<Vec<i8>> = const { RefCell::new(Vec::new()) };
+    static SIGNED_PANEL: RefCell<LineVec<i8>> = RefCell::new(LineVec::default());
     /// The f32 sums of a token block: `[token][group of the pair]`, 16 rows each.
-    static SUMS: RefCell<Vec<[[f32; ROWS]; 2]>> = const { RefCell::new(Vec::new()) };
+    static SUMS: RefCell<LineVec<f32>> = RefCell::new(LineVec::default());
 }
 
 /// Columns `col0 .. col0 + cols` (`col0` a multiple of 16) of `y = x w^T` for all tokens,
@@ -124,15 +125,17 @@ pub(crate) unsafe fn matmat_cols(
     let zero_scales = vec![0.0f32; nb * ROWS];
     SIGNED_PANEL.with_borrow_mut(|panel| {
         SUMS.with_borrow_mut(|sums| {
-            panel.clear();
-            panel.resize((g1 - g0).next_multiple_of(2) * group_bytes, 0);
+            panel.reset((g1 - g0).next_multiple_of(2) * group_bytes);
+            let panel = panel.as_mut_slice();
             for (g, dst) in (g0..g1).zip(panel.chunks_exact_mut(group_bytes)) {
                 let (packed, _) = w.group(g);
                 for (d, u) in dst.iter_mut().zip(packed) {
                     *d = (u ^ 0x80) as i8;
                 }
             }
-            sums.resize(block_tokens, [[0.0; ROWS]; 2]);
+            sums.reset(block_tokens * 2 * ROWS);
+            let sums: &mut [[[f32; ROWS]; 2]] = bytemuck::cast_slice_mut(sums.as_mut_slice());
+            let panel = &*panel;
             let group = |g: usize| -> (&[i8], &[f32]) {
                 let scales = if g < g1 { w.group(g).1 } else { &zero_scales };
                 (&panel[(g - g0) * group_bytes..][..group_bytes], scales)
@@ -225,11 +228,11 @@ unsafe fn microkernel(
     let weights = [groups[0].0.as_ptr(), groups[1].0.as_ptr()];
     let weight_scales = [groups[0].1.as_ptr(), groups[1].1.as_ptr()];
     // This token block's first tile, and the scales in the same order.
-    let first_tile = x.tile_order[tok0 * nb * BLOCK..].as_ptr();
+    let first_tile = x.tile_order.as_slice()[tok0 * nb * BLOCK..].as_ptr();
     let first_scales = x.scales_tile_order[tok0 * nb..].as_ptr();
     // Where token tile tt's results leave the tiles, slot tt % 4: [slot][group][token][row].
-    let mut staged = [[[[0i32; ROWS]; TOKENS]; 2]; STAGING_SLOTS];
-    let staged_ptr = staged.as_mut_ptr();
+    let mut staged = Aligned([[[[0i32; ROWS]; TOKENS]; 2]; STAGING_SLOTS]);
+    let staged_ptr = staged.0.as_mut_ptr();
     let sums_ptr = sums.as_mut_ptr();
     for b in 0..nb {
         // SAFETY (all): offsets within the caller's contract; each staging set is read only

@@ -6,6 +6,7 @@
 use rayon::prelude::*;
 
 use super::layout::{self, BLOCK, ROWS, TILE_BYTES};
+use crate::aligned::LineVec;
 use crate::dispatch::SimdLevel;
 
 /// `1.5 * 2^23`: adding it to a float of magnitude below 2^22 rounds the sum to an integer
@@ -107,7 +108,7 @@ pub struct Q8Activations {
     pub(crate) offset_fix: Vec<i32>,
     /// The same `qs` in the AMX kernel's tile order, `[rows / 16][nb][16][64]`, where that
     /// kernel runs (empty otherwise): each tile it loads is then 1 KiB in one piece.
-    pub(crate) tile_order: Vec<i8>,
+    pub(crate) tile_order: LineVec<i8>,
     /// `scales` in the same order, `[rows / 16][nb][16]`: a tile's 16 scales in one line.
     pub(crate) scales_tile_order: Vec<f32>,
 }

@@ -13,6 +13,7 @@ mod microkernel_avx512;
 use half::bf16;
 use rayon::prelude::*;
 
+use crate::aligned::LineVec;
 use crate::dispatch::SimdLevel;
 
 /// Tokens per microkernel tile (the activations are padded to a multiple of it).
@@ -34,7 +35,8 @@ pub(crate) fn available(level: SimdLevel) -> bool {
 /// the token tile (a single token, the mat-vec's, is not padded).
 #[derive(Debug, Default)]
 pub(crate) struct Bf16Activations {
-    bits: Vec<u16>,
+    /// On a cache line (see `aligned`), as is each row (kp is a multiple of 32).
+    bits: LineVec<u16>,
     m: usize,
     rows: usize,
     k: usize,
@@ -62,10 +64,10 @@ pub(crate) fn convert_activations_into(
     } else {
         m.next_multiple_of(TILE_TOKENS)
     };
-    out.bits.clear();
-    out.bits.resize(rows * kp, 0);
+    out.bits.reset(rows * kp);
     (out.m, out.rows, out.k, out.kp) = (m, rows, k, kp);
     out.bits
+        .as_mut_slice()
         .par_chunks_mut(kp)
         .zip(x.par_chunks(k))
         .with_min_len(16)
@@ -96,7 +98,7 @@ pub(crate) unsafe fn matvec_rows(
 ) {
     assert!(w.len() >= (col0 + out.len()) * k);
     assert!(x.m == 1 && x.k == k && x.bits.len() >= x.kp);
-    let (wp, xp) = (w.as_ptr().cast::<u16>(), x.bits.as_ptr());
+    let (wp, xp) = (w.as_ptr().cast::<u16>(), x.bits.as_slice().as_ptr());
     // Row after row: the panel's rows are contiguous, one linear stream (see `row_dot`).
     for (r, y) in out.iter_mut().enumerate() {
         // SAFETY: AVX512-BF16 per the caller's contract; row col0 + r holds k values inside w;
@@ -124,7 +126,7 @@ pub(crate) unsafe fn matmat_cols(
     assert!(cols > 0 && w.len() >= (col0 + cols) * k);
     assert!(x.k == k && x.rows.is_multiple_of(TILE_TOKENS) && x.bits.len() == x.rows * x.kp);
     let wp = w.as_ptr().cast::<u16>();
-    let xp = x.bits.as_ptr();
+    let xp = x.bits.as_slice().as_ptr();
     for kb in (0..k).step_by(K_BLOCK) {
         let kc = K_BLOCK.min(k - kb);
         for tok0 in (0..x.m).step_by(TILE_TOKENS) {
