@@ -100,8 +100,8 @@ thread_local! {
 /// through `y` (column `col0` of token 0) with row stride `ld`.
 ///
 /// # Safety
-/// The level must be `SimdLevel::Amx` (supported: AMX usable) and `x` padded to [`TOKEN_PADDING`] tokens.
-/// `y` must be valid for writes of `y[i * ld + j]`, `i < x.m`, `j < cols`, and no other thread
+/// The level must be `SimdLevel::Amx` (supported: AMX usable) and `x` padded to
+/// [`TOKEN_PADDING`] tokens, in tile order ([`order_tiles`]). `y` must be valid for writes of `y[i * ld + j]`, `i < x.m`, `j < cols`, and no other thread
 /// may access those elements.
 pub(crate) unsafe fn matmat_cols(
     w: &Q8Matrix<'_>,

@@ -112,8 +112,8 @@ pub(crate) unsafe fn matmat_cols(
     debug_assert_eq!(col0 % ROWS, 0);
     #[cfg(target_arch = "x86_64")]
     if level == SimdLevel::Amx {
-        // SAFETY: the level is supported, so AMX is usable, the activations were padded for it (token_padding),
-        // and the caller's contract on y.
+        // SAFETY: the level is supported, so AMX is usable; the driver padded the activations
+        // (token_padding) and put them in tile order; the caller's contract on y.
         return unsafe { crate::matmul::amx::int8::matmat_cols(w, x, col0, cols, y, ld) };
     }
     let kernel = kernel(level);
