@@ -8,8 +8,8 @@
 use core::arch::asm;
 
 /// Bytes per tile row (and rows per tile) in the one configuration used.
-pub(crate) const TILE_BYTES_PER_ROW: usize = 64;
-pub(crate) const TILE_ROWS: usize = 16;
+const TILE_BYTES_PER_ROW: usize = 64;
+const TILE_ROWS: usize = 16;
 
 /// The 64-byte `ldtilecfg` operand: palette 1, tiles 0..8 each 16 rows x 64 bytes.
 #[repr(C, align(64))]

@@ -106,10 +106,11 @@ pub struct Q8Activations {
     pub(crate) scales: Vec<f32>,
     /// `[rows][nb]`: `-128 * sum(q)` of the block, which cancels the weights' +128 offset in VNNI.
     pub(crate) offset_fix: Vec<i32>,
-    /// The same `qs` in the AMX kernel's tile order, `[rows / 16][nb][16][64]`, where that
-    /// kernel runs (empty otherwise): each tile it loads is then 1 KiB in one piece.
+    /// The same `qs` in the AMX kernel's tile order (token block by token block,
+    /// `[block][token tile][16][64]`; see `amx::int8::order_tiles`), where that kernel runs
+    /// (empty otherwise): each tile it loads is then 1 KiB in one piece.
     pub(crate) tile_order: LineVec<i8>,
-    /// `scales` in the same order, `[rows / 16][nb][16]`: a tile's 16 scales in one line.
+    /// `scales` in the same order (`[block][token tile][16]`): a tile's 16 scales in one line.
     pub(crate) scales_tile_order: Vec<f32>,
 }
 
