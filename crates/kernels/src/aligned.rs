@@ -53,6 +53,104 @@ impl<T: bytemuck::Pod> LineVec<T> {
     }
 }
 
+/// A vector of `T` (plain data) with an exact length whose first element starts on a cache line,
+/// grown only by explicit reservations (the KV cache's storage: its rows are streamed with
+/// 64-byte loads, which the allocator's 16-byte alignment split across two lines).
+#[derive(Debug, Clone)]
+pub(crate) struct AlignedVec<T> {
+    lines: Vec<Line>,
+    len: usize,
+    _values: std::marker::PhantomData<T>,
+}
+
+impl<T: bytemuck::Pod> Default for AlignedVec<T> {
+    fn default() -> Self {
+        AlignedVec {
+            lines: Vec::new(),
+            len: 0,
+            _values: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<T: bytemuck::Pod> AlignedVec<T> {
+    const PER_LINE: usize = 64 / std::mem::size_of::<T>();
+
+    /// Makes room for `additional` more elements than the length (no-op if there is room);
+    /// reserves exactly that, without touching the new pages.
+    pub(crate) fn try_reserve_exact(
+        &mut self,
+        additional: usize,
+    ) -> Result<(), std::collections::TryReserveError> {
+        let wanted_lines = self.len.saturating_add(additional).div_ceil(Self::PER_LINE);
+        self.lines
+            .try_reserve_exact(wanted_lines.saturating_sub(self.lines.len()))
+    }
+
+    /// Grows to `new_len` elements, the new ones zero (reallocates if past the reservation).
+    pub(crate) fn grow_zeroed(&mut self, new_len: usize) {
+        if new_len > self.len {
+            // Elements past `len` in the last line are zero (`truncate` keeps them so).
+            self.lines
+                .resize(new_len.div_ceil(Self::PER_LINE), Line([0; 64]));
+            self.len = new_len;
+        }
+    }
+
+    /// Shortens to `new_len` elements (keeps the allocation).
+    pub(crate) fn truncate(&mut self, new_len: usize) {
+        if new_len < self.len {
+            let old_len = self.len;
+            self.len = new_len;
+            self.lines.truncate(new_len.div_ceil(Self::PER_LINE));
+            let kept = self.lines.len() * Self::PER_LINE;
+            let values: &mut [T] = bytemuck::cast_slice_mut(&mut self.lines);
+            values[new_len..kept.min(old_len)].fill(T::zeroed());
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+}
+
+impl<T: bytemuck::Pod> std::ops::Deref for AlignedVec<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        &bytemuck::cast_slice(&self.lines)[..self.len]
+    }
+}
+
+impl<T: bytemuck::Pod> std::ops::DerefMut for AlignedVec<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        &mut bytemuck::cast_slice_mut(&mut self.lines)[..self.len]
+    }
+}
+
 // SAFETY: a Line is 64 plain bytes, size 64 = its alignment: no padding, any bit pattern valid.
 unsafe impl bytemuck::Zeroable for Line {}
 unsafe impl bytemuck::Pod for Line {}
+
+#[cfg(test)]
+mod tests {
+    use super::AlignedVec;
+
+    #[test]
+    fn aligned_vec_starts_on_a_line_and_grows_with_zeros_after_truncation() {
+        let mut v = AlignedVec::<u32>::default();
+        v.try_reserve_exact(40).unwrap();
+        v.grow_zeroed(21);
+        assert_eq!(v.as_ptr() as usize % 64, 0, "first element on a cache line");
+        v.iter_mut()
+            .enumerate()
+            .for_each(|(i, x)| *x = i as u32 + 1);
+        v.truncate(18);
+        assert_eq!(v.len(), 18);
+        v.grow_zeroed(35);
+        assert_eq!(&v[..18], &(1..=18).collect::<Vec<u32>>()[..]);
+        assert!(v[18..].iter().all(|&x| x == 0), "{:?}", &v[18..]);
+        assert_eq!(v.as_ptr() as usize % 64, 0);
+        v.truncate(0);
+        assert!(v.is_empty());
+    }
+}

@@ -124,15 +124,19 @@ pub(crate) fn raw_dot_reference(q_row: &[u8], k_row: &[u32]) -> i32 {
 ///
 /// One `vpdpbusd` multiplies 64 key bytes (unsigned, as stored) by 64 query bytes (signed) and
 /// adds them into 16 lanes; the f32 path decodes each byte to f32 (shift, mask, or, subtract)
-/// before its FMA. If `prefetch`, each key also asks for the K and V rows one tile ahead, as the
-/// generic tile does.
+/// before its FMA. Keys go 16 at a time: their lane vectors fold into one vector of 16 sums per
+/// row ([`fold_4_keys`], then [`fold_quads`]), so the scaling and the store are vector ops too,
+/// where summing each key's lanes on its own took a horizontal reduction and scalar ops per key
+/// and row (with the KV rows line-aligned too, the attention of a decode step over 28 layers of
+/// 32768 int8 keys took 91-93 ms against 94-99 ms, alternated). If `prefetch`, each key also asks for the K and V rows one tile ahead,
+/// as the generic tile does.
 ///
 /// # Safety
 /// AVX512-F/BW and VNNI must be present; `k0 + ntok <= kv.len`; the rows exist in `queries`;
 /// `p` holds `(first_row + R) * p_stride` values and `ntok <= p_stride`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments, clippy::needless_range_loop)] // small register arrays
 pub(crate) unsafe fn scores_vnni<const R: usize>(
     queries: &Int8Queries,
     first_row: usize,
@@ -144,43 +148,130 @@ pub(crate) unsafe fn scores_vnni<const R: usize>(
     p_stride: usize,
 ) {
     use core::arch::x86_64::*;
+    let q_scale: [f32; R] = core::array::from_fn(|r| queries.scale(first_row + r));
+    let correction: [i32; R] = core::array::from_fn(|r| queries.bias_correction(first_row + r));
+    let mut t = 0;
+    while t + 16 <= ntok {
+        // Level by level, so no more than 4 raw vectors per row are live at once.
+        let mut quads = [[_mm512_setzero_si512(); 4]; R];
+        for quad in 0..4 {
+            let mut raw = [[_mm512_setzero_si512(); 4]; R];
+            for (i, key) in (k0 + t + 4 * quad..).take(4).enumerate() {
+                if prefetch {
+                    super::tile::prefetch_row(kv, key + super::tile::KEY_TILE);
+                }
+                // SAFETY: key < kv.len (caller); the query rows as `dot_key` needs.
+                let dots = unsafe { dot_key::<R>(queries, first_row, kv, key) };
+                for r in 0..R {
+                    raw[r][i] = dots[r];
+                }
+            }
+            for r in 0..R {
+                quads[r][quad] = fold_4_keys(raw[r]);
+            }
+        }
+        // SAFETY: 16 scales of cached keys.
+        let k_scale = unsafe { _mm512_loadu_ps(kv.k_scale[k0 + t..][..16].as_ptr()) };
+        for r in 0..R {
+            let sums = _mm512_sub_epi32(fold_quads(quads[r]), _mm512_set1_epi32(correction[r]));
+            let scale = _mm512_mul_ps(k_scale, _mm512_set1_ps(q_scale[r]));
+            let scores = _mm512_mul_ps(_mm512_cvtepi32_ps(sums), scale);
+            let dst = &mut p[(first_row + r) * p_stride + t..][..16];
+            // SAFETY: dst holds 16 floats.
+            unsafe { _mm512_storeu_ps(dst.as_mut_ptr(), scores) };
+        }
+        t += 16;
+    }
+    for key in k0 + t..k0 + ntok {
+        if prefetch {
+            super::tile::prefetch_row(kv, key + super::tile::KEY_TILE);
+        }
+        // SAFETY: key < kv.len (caller); the query rows as `dot_key` needs.
+        let dots = unsafe { dot_key::<R>(queries, first_row, kv, key) };
+        for r in 0..R {
+            let raw = _mm512_reduce_add_epi32(dots[r]) - correction[r];
+            p[(first_row + r) * p_stride + key - k0] = raw as f32 * (q_scale[r] * kv.k_scale[key]);
+        }
+    }
+}
+
+/// The 16 lanes of `sum(q_i8 * k_u8)` of key `key` for rows `first_row .. first_row + R` (their
+/// sum is the raw dot product).
+///
+/// # Safety
+/// AVX512-F/BW and VNNI must be present; `key < kv.len`; the rows exist in `queries`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+unsafe fn dot_key<const R: usize>(
+    queries: &Int8Queries,
+    first_row: usize,
+    kv: super::kv::KvHeadView<'_>,
+    key: usize,
+) -> [core::arch::x86_64::__m512i; R] {
+    use core::arch::x86_64::*;
     let rw = kv.row_words;
     let (full, tail) = (rw / 16, rw % 16);
     let tail_mask: __mmask16 = (1u32 << tail) as u16 - 1;
     let q: [*const u8; R] = core::array::from_fn(|r| queries.row(first_row + r).as_ptr());
-    let q_scale: [f32; R] = core::array::from_fn(|r| queries.scale(first_row + r));
-    let correction: [i32; R] = core::array::from_fn(|r| queries.bias_correction(first_row + r));
-    for t in 0..ntok {
-        let key = k0 + t;
-        if prefetch {
-            super::tile::prefetch_row(kv, key + super::tile::KEY_TILE);
-        }
-        let k_row = kv.k[key * rw..][..rw].as_ptr();
-        let mut acc = [_mm512_setzero_si512(); R];
-        // SAFETY: the K row holds rw words (full whole registers, then a masked tail); each query
-        // row holds row_bytes >= 4 * rw bytes, a multiple of 64.
-        unsafe {
-            for b in 0..full {
-                let k = _mm512_loadu_si512(k_row.add(16 * b).cast());
-                for r in 0..R {
-                    let qv = _mm512_loadu_si512(q[r].add(64 * b).cast());
-                    acc[r] = _mm512_dpbusd_epi32(acc[r], k, qv);
-                }
-            }
-            if tail != 0 {
-                let k = _mm512_maskz_loadu_epi32(tail_mask, k_row.add(16 * full).cast());
-                for r in 0..R {
-                    let qv = _mm512_loadu_si512(q[r].add(64 * full).cast());
-                    acc[r] = _mm512_dpbusd_epi32(acc[r], k, qv);
-                }
+    let k_row = kv.k[key * rw..][..rw].as_ptr();
+    let mut acc = [_mm512_setzero_si512(); R];
+    // SAFETY: the K row holds rw words (full whole registers, then a masked tail); each query
+    // row holds row_bytes >= 4 * rw bytes, a multiple of 64.
+    unsafe {
+        for b in 0..full {
+            let k = _mm512_loadu_si512(k_row.add(16 * b).cast());
+            for r in 0..R {
+                let qv = _mm512_loadu_si512(q[r].add(64 * b).cast());
+                acc[r] = _mm512_dpbusd_epi32(acc[r], k, qv);
             }
         }
-        let k_scale = kv.k_scale[key];
-        for r in 0..R {
-            let raw = _mm512_reduce_add_epi32(acc[r]) - correction[r];
-            p[(first_row + r) * p_stride + t] = raw as f32 * (q_scale[r] * k_scale);
+        if tail != 0 {
+            let k = _mm512_maskz_loadu_epi32(tail_mask, k_row.add(16 * full).cast());
+            for r in 0..R {
+                let qv = _mm512_loadu_si512(q[r].add(64 * full).cast());
+                acc[r] = _mm512_dpbusd_epi32(acc[r], k, qv);
+            }
         }
     }
+    acc
+}
+
+/// Four keys' lane vectors `[a, b, c, d]` -> one vector whose 128-bit chunk `c` holds partial sums
+/// of (a, b, c, d) in its four lanes (the other chunks hold the other partial sums).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn fold_4_keys(v: [core::arch::x86_64::__m512i; 4]) -> core::arch::x86_64::__m512i {
+    use core::arch::x86_64::*;
+    // Lanes 4c..4c+3 of a pair: (a0 a1 a2 a3) and (b0 b1 b2 b3) -> (a0+a2, b0+b2, a1+a3, b1+b3).
+    let ab = _mm512_add_epi32(
+        _mm512_unpacklo_epi32(v[0], v[1]),
+        _mm512_unpackhi_epi32(v[0], v[1]),
+    );
+    let cd = _mm512_add_epi32(
+        _mm512_unpacklo_epi32(v[2], v[3]),
+        _mm512_unpackhi_epi32(v[2], v[3]),
+    );
+    // (a, b, a, b) and (c, d, c, d) -> (a, b, c, d) per chunk.
+    _mm512_add_epi32(_mm512_unpacklo_epi64(ab, cd), _mm512_unpackhi_epi64(ab, cd))
+}
+
+/// Four [`fold_4_keys`] results (keys 0-3, 4-7, 8-11, 12-15) -> the 16 keys' sums, in key order.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn fold_quads(v: [core::arch::x86_64::__m512i; 4]) -> core::arch::x86_64::__m512i {
+    use core::arch::x86_64::*;
+    // Chunks (x0 x1 x2 x3), (y0 y1 y2 y3) -> (x0 x2 y0 y2) + (x1 x3 y1 y3).
+    let pair = |x, y| {
+        _mm512_add_epi32(
+            _mm512_shuffle_i32x4::<0b10_00_10_00>(x, y),
+            _mm512_shuffle_i32x4::<0b11_01_11_01>(x, y),
+        )
+    };
+    // (k0-3 twice, k4-7 twice) and (k8-11 twice, k12-15 twice), each half a sum -> key order.
+    pair(pair(v[0], v[1]), pair(v[2], v[3]))
 }
 
 #[cfg(test)]

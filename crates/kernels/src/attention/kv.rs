@@ -18,6 +18,7 @@ use half::bf16;
 use thiserror::Error;
 
 use super::kv_encode::encode_row;
+use crate::aligned::AlignedVec;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum KvDtype {
@@ -99,8 +100,9 @@ pub enum KvError {
 /// K and V of one KV head.
 #[derive(Debug, Clone, Default)]
 struct HeadStore {
-    k: Vec<u32>,
-    v: Vec<u32>,
+    /// Line-aligned, so a row of 128 bytes (head_dim 128 in int8) is two whole cache lines.
+    k: AlignedVec<u32>,
+    v: AlignedVec<u32>,
     /// Int8 only: one scale per token.
     k_scale: Vec<f32>,
     v_scale: Vec<f32>,
@@ -188,7 +190,8 @@ impl KvLayer {
     }
 
     /// Grows the capacity to at least `new_capacity` tokens (no-op if already there). Allocates
-    /// exactly what is asked for, without touching the new pages; the caller picks chunk sizes.
+    /// what is asked for (to whole cache lines), without touching the new pages; the caller picks
+    /// chunk sizes.
     pub fn reserve(&mut self, new_capacity: usize) -> Result<(), KvError> {
         if new_capacity <= self.capacity {
             return Ok(());
@@ -252,8 +255,8 @@ impl KvLayer {
         let append_head = |(j, head): (usize, &mut HeadStore)| {
             // Within the reserved capacity: no reallocation, only the new rows are touched.
             let start = head.k.len();
-            head.k.resize(start + n * words, 0);
-            head.v.resize(start + n * words, 0);
+            head.k.grow_zeroed(start + n * words);
+            head.v.grow_zeroed(start + n * words);
             let new_k = head.k[start..].chunks_exact_mut(words);
             let new_v = head.v[start..].chunks_exact_mut(words);
             for (t, (k_words, v_words)) in new_k.zip(new_v).enumerate() {
