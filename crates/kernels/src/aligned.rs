@@ -13,11 +13,14 @@ pub(crate) struct Aligned<T>(pub T);
 #[repr(C, align(64))]
 struct Line([u8; 64]);
 
-/// A growable buffer of `T` (plain data: integers or floats) whose first element starts on a
-/// cache line; its length is rounded up to whole lines.
+/// A vector of `T` (plain data: integers or floats) whose first element starts on a cache line:
+/// scratch buffers refilled per call ([`reset`](Self::reset)), and the KV cache's storage, grown
+/// only by explicit reservations (its rows are streamed with 64-byte loads, which the allocator's
+/// 16-byte alignment split across two lines). Reads and writes go through the slice it derefs to.
 #[derive(Debug, Clone)]
 pub(crate) struct LineVec<T> {
     lines: Vec<Line>,
+    len: usize,
     _values: std::marker::PhantomData<T>,
 }
 
@@ -25,6 +28,7 @@ impl<T: bytemuck::Pod> Default for LineVec<T> {
     fn default() -> Self {
         LineVec {
             lines: Vec::new(),
+            len: 0,
             _values: std::marker::PhantomData,
         }
     }
@@ -33,51 +37,15 @@ impl<T: bytemuck::Pod> Default for LineVec<T> {
 impl<T: bytemuck::Pod> LineVec<T> {
     const PER_LINE: usize = 64 / std::mem::size_of::<T>();
 
-    /// `len` zeros (rounded up to whole lines), reusing the allocation.
+    /// `len` zeros, reusing the allocation.
     pub(crate) fn reset(&mut self, len: usize) {
         self.lines.clear();
-        self.lines
-            .resize(len.div_ceil(Self::PER_LINE), Line([0; 64]));
+        self.len = 0;
+        self.grow_zeroed(len);
     }
-
-    pub(crate) fn len(&self) -> usize {
-        self.lines.len() * Self::PER_LINE
-    }
-
-    pub(crate) fn as_slice(&self) -> &[T] {
-        bytemuck::cast_slice(&self.lines)
-    }
-
-    pub(crate) fn as_mut_slice(&mut self) -> &mut [T] {
-        bytemuck::cast_slice_mut(&mut self.lines)
-    }
-}
-
-/// A vector of `T` (plain data) with an exact length whose first element starts on a cache line,
-/// grown only by explicit reservations (the KV cache's storage: its rows are streamed with
-/// 64-byte loads, which the allocator's 16-byte alignment split across two lines).
-#[derive(Debug, Clone)]
-pub(crate) struct AlignedVec<T> {
-    lines: Vec<Line>,
-    len: usize,
-    _values: std::marker::PhantomData<T>,
-}
-
-impl<T: bytemuck::Pod> Default for AlignedVec<T> {
-    fn default() -> Self {
-        AlignedVec {
-            lines: Vec::new(),
-            len: 0,
-            _values: std::marker::PhantomData,
-        }
-    }
-}
-
-impl<T: bytemuck::Pod> AlignedVec<T> {
-    const PER_LINE: usize = 64 / std::mem::size_of::<T>();
 
     /// Makes room for `additional` more elements than the length (no-op if there is room);
-    /// reserves exactly that, without touching the new pages.
+    /// reserves exactly that (to whole lines), without touching the new pages.
     pub(crate) fn try_reserve_exact(
         &mut self,
         additional: usize,
@@ -108,20 +76,16 @@ impl<T: bytemuck::Pod> AlignedVec<T> {
             values[new_len..kept.min(old_len)].fill(T::zeroed());
         }
     }
-
-    pub(crate) fn len(&self) -> usize {
-        self.len
-    }
 }
 
-impl<T: bytemuck::Pod> std::ops::Deref for AlignedVec<T> {
+impl<T: bytemuck::Pod> std::ops::Deref for LineVec<T> {
     type Target = [T];
     fn deref(&self) -> &[T] {
         &bytemuck::cast_slice(&self.lines)[..self.len]
     }
 }
 
-impl<T: bytemuck::Pod> std::ops::DerefMut for AlignedVec<T> {
+impl<T: bytemuck::Pod> std::ops::DerefMut for LineVec<T> {
     fn deref_mut(&mut self) -> &mut [T] {
         &mut bytemuck::cast_slice_mut(&mut self.lines)[..self.len]
     }
@@ -133,11 +97,11 @@ unsafe impl bytemuck::Pod for Line {}
 
 #[cfg(test)]
 mod tests {
-    use super::AlignedVec;
+    use super::LineVec;
 
     #[test]
-    fn aligned_vec_starts_on_a_line_and_grows_with_zeros_after_truncation() {
-        let mut v = AlignedVec::<u32>::default();
+    fn line_vec_starts_on_a_line_and_grows_with_zeros_after_truncation() {
+        let mut v = LineVec::<u32>::default();
         v.try_reserve_exact(40).unwrap();
         v.grow_zeroed(21);
         assert_eq!(v.as_ptr() as usize % 64, 0, "first element on a cache line");
@@ -152,5 +116,7 @@ mod tests {
         assert_eq!(v.as_ptr() as usize % 64, 0);
         v.truncate(0);
         assert!(v.is_empty());
+        v.reset(5);
+        assert_eq!(&v[..], &[0; 5]);
     }
 }

@@ -18,7 +18,7 @@ use half::bf16;
 use thiserror::Error;
 
 use super::kv_encode::encode_row;
-use crate::aligned::AlignedVec;
+use crate::aligned::LineVec;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum KvDtype {
@@ -101,8 +101,8 @@ pub enum KvError {
 #[derive(Debug, Clone, Default)]
 struct HeadStore {
     /// Line-aligned, so a row of 128 bytes (head_dim 128 in int8) is two whole cache lines.
-    k: AlignedVec<u32>,
-    v: AlignedVec<u32>,
+    k: LineVec<u32>,
+    v: LineVec<u32>,
     /// Int8 only: one scale per token.
     k_scale: Vec<f32>,
     v_scale: Vec<f32>,

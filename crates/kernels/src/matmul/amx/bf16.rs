@@ -50,7 +50,7 @@ impl AmxBf16Activations {
 
     /// The packed block of token tile `tile`, all steps (`steps * 1 KiB`).
     fn tile_ptr(&self, tile: usize) -> *const u8 {
-        self.packed.as_slice()[tile * self.steps() * ROWS * TOKENS..]
+        self.packed[tile * self.steps() * ROWS * TOKENS..]
             .as_ptr()
             .cast()
     }
@@ -64,7 +64,6 @@ pub(crate) fn pack_activations_into(x: &[f32], m: usize, k: usize, out: &mut Amx
     out.packed.reset(tiles * steps * ROWS * TOKENS);
     (out.m, out.k, out.tiles) = (m, k, tiles);
     out.packed
-        .as_mut_slice()
         .par_chunks_mut(steps * ROWS * TOKENS)
         .enumerate()
         .for_each(|(tile, dst)| {

@@ -68,7 +68,6 @@ pub(crate) fn order_tiles(x: &mut Q8Activations) {
     x.scales_tile_order.resize(x.rows * nb, 0.0);
     let (qs, scales) = (&x.qs, &x.scales);
     x.tile_order
-        .as_mut_slice()
         .par_chunks_mut(block * kp)
         .zip(x.scales_tile_order.par_chunks_mut(block * nb))
         .enumerate()
@@ -132,7 +131,7 @@ pub(crate) unsafe fn matmat_cols(
     SIGNED_PANEL.with_borrow_mut(|panel| {
         SUMS.with_borrow_mut(|sums| {
             panel.reset((g1 - g0).next_multiple_of(2) * group_bytes);
-            let panel = panel.as_mut_slice();
+            let panel = &mut panel[..];
             for (g, dst) in (g0..g1).zip(panel.chunks_exact_mut(group_bytes)) {
                 let (packed, _) = w.group(g);
                 for (d, u) in dst.iter_mut().zip(packed) {
@@ -140,7 +139,7 @@ pub(crate) unsafe fn matmat_cols(
                 }
             }
             sums.reset(block_tokens * 2 * ROWS);
-            let sums: &mut [[[f32; ROWS]; 2]] = bytemuck::cast_slice_mut(sums.as_mut_slice());
+            let sums: &mut [[[f32; ROWS]; 2]] = bytemuck::cast_slice_mut(&mut sums[..]);
             let panel = &*panel;
             let group = |g: usize| -> (&[i8], &[f32]) {
                 let scales = if g < g1 { w.group(g).1 } else { &zero_scales };
@@ -234,7 +233,7 @@ unsafe fn microkernel(
     let weights = [groups[0].0.as_ptr(), groups[1].0.as_ptr()];
     let weight_scales = [groups[0].1.as_ptr(), groups[1].1.as_ptr()];
     // This token block's first tile, and the scales in the same order.
-    let first_tile = x.tile_order.as_slice()[tok0 * nb * BLOCK..].as_ptr();
+    let first_tile = x.tile_order[tok0 * nb * BLOCK..].as_ptr();
     let first_scales = x.scales_tile_order[tok0 * nb..].as_ptr();
     // Where token tile tt's results leave the tiles, slot tt % 4: [slot][group][token][row].
     let mut staged = Aligned([[[[0i32; ROWS]; TOKENS]; 2]; STAGING_SLOTS]);

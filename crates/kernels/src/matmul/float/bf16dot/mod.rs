@@ -67,7 +67,6 @@ pub(crate) fn convert_activations_into(
     out.bits.reset(rows * kp);
     (out.m, out.rows, out.k, out.kp) = (m, rows, k, kp);
     out.bits
-        .as_mut_slice()
         .par_chunks_mut(kp)
         .zip(x.par_chunks(k))
         .with_min_len(16)
@@ -98,7 +97,7 @@ pub(crate) unsafe fn matvec_rows(
 ) {
     assert!(w.len() >= (col0 + out.len()) * k);
     assert!(x.m == 1 && x.k == k && x.bits.len() >= x.kp);
-    let (wp, xp) = (w.as_ptr().cast::<u16>(), x.bits.as_slice().as_ptr());
+    let (wp, xp) = (w.as_ptr().cast::<u16>(), x.bits.as_ptr());
     // Row after row: the panel's rows are contiguous, one linear stream (see `row_dot`).
     for (r, y) in out.iter_mut().enumerate() {
         // SAFETY: AVX512-BF16 per the caller's contract; row col0 + r holds k values inside w;
@@ -126,7 +125,7 @@ pub(crate) unsafe fn matmat_cols(
     assert!(cols > 0 && w.len() >= (col0 + cols) * k);
     assert!(x.k == k && x.rows.is_multiple_of(TILE_TOKENS) && x.bits.len() == x.rows * x.kp);
     let wp = w.as_ptr().cast::<u16>();
-    let xp = x.bits.as_slice().as_ptr();
+    let xp = x.bits.as_ptr();
     for kb in (0..k).step_by(K_BLOCK) {
         let kc = K_BLOCK.min(k - kb);
         for tok0 in (0..x.m).step_by(TILE_TOKENS) {
