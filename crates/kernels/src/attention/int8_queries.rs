@@ -148,6 +148,7 @@ pub(crate) unsafe fn scores_vnni<const R: usize>(
     p_stride: usize,
 ) {
     use core::arch::x86_64::*;
+    let q: [*const u8; R] = core::array::from_fn(|r| queries.row(first_row + r).as_ptr());
     let q_scale: [f32; R] = core::array::from_fn(|r| queries.scale(first_row + r));
     let correction: [i32; R] = core::array::from_fn(|r| queries.bias_correction(first_row + r));
     let mut t = 0;
@@ -160,8 +161,8 @@ pub(crate) unsafe fn scores_vnni<const R: usize>(
                 if prefetch {
                     super::tile::prefetch_row(kv, key + super::tile::KEY_TILE);
                 }
-                // SAFETY: key < kv.len (caller); the query rows as `dot_key` needs.
-                let dots = unsafe { dot_key::<R>(queries, first_row, kv, key) };
+                // SAFETY: key < kv.len (caller); q points at rows of `queries`.
+                let dots = unsafe { dot_key(&q, kv, key) };
                 for r in 0..R {
                     raw[r][i] = dots[r];
                 }
@@ -186,8 +187,8 @@ pub(crate) unsafe fn scores_vnni<const R: usize>(
         if prefetch {
             super::tile::prefetch_row(kv, key + super::tile::KEY_TILE);
         }
-        // SAFETY: key < kv.len (caller); the query rows as `dot_key` needs.
-        let dots = unsafe { dot_key::<R>(queries, first_row, kv, key) };
+        // SAFETY: key < kv.len (caller); q points at rows of `queries`.
+        let dots = unsafe { dot_key(&q, kv, key) };
         for r in 0..R {
             let raw = _mm512_reduce_add_epi32(dots[r]) - correction[r];
             p[(first_row + r) * p_stride + key - k0] = raw as f32 * (q_scale[r] * kv.k_scale[key]);
@@ -195,25 +196,23 @@ pub(crate) unsafe fn scores_vnni<const R: usize>(
     }
 }
 
-/// The 16 lanes of `sum(q_i8 * k_u8)` of key `key` for rows `first_row .. first_row + R` (their
+/// The 16 lanes of `sum(q_i8 * k_u8)` of key `key` for the query rows starting at `q[r]` (their
 /// sum is the raw dot product).
 ///
 /// # Safety
-/// AVX512-F/BW and VNNI must be present; `key < kv.len`; the rows exist in `queries`.
+/// AVX512-F/BW and VNNI must be present; `key < kv.len`; each `q[r]` points at a query row of
+/// `Int8Queries` (`row_bytes >= 4 * row_words` bytes, a multiple of 64).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
 unsafe fn dot_key<const R: usize>(
-    queries: &Int8Queries,
-    first_row: usize,
+    q: &[*const u8; R],
     kv: super::kv::KvHeadView<'_>,
     key: usize,
 ) -> [core::arch::x86_64::__m512i; R] {
     use core::arch::x86_64::*;
     let rw = kv.row_words;
     let (full, tail) = (rw / 16, rw % 16);
-    let tail_mask: __mmask16 = (1u32 << tail) as u16 - 1;
-    let q: [*const u8; R] = core::array::from_fn(|r| queries.row(first_row + r).as_ptr());
     let k_row = kv.k[key * rw..][..rw].as_ptr();
     let mut acc = [_mm512_setzero_si512(); R];
     // SAFETY: the K row holds rw words (full whole registers, then a masked tail); each query
@@ -227,6 +226,7 @@ unsafe fn dot_key<const R: usize>(
             }
         }
         if tail != 0 {
+            let tail_mask: __mmask16 = (1u16 << tail) - 1;
             let k = _mm512_maskz_loadu_epi32(tail_mask, k_row.add(16 * full).cast());
             for r in 0..R {
                 let qv = _mm512_loadu_si512(q[r].add(64 * full).cast());
