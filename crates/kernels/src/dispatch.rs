@@ -94,11 +94,30 @@ impl fmt::Display for SimdLevel {
     }
 }
 
-/// Extra CPU features the int8 and bf16 kernels use at the AVX-512 level.
+/// Extra CPU features the int8 and bf16 kernels use at the AVX-512 level, and the vendor (some
+/// tuning, such as how densely a mat-vec prefetches, was measured per vendor).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CpuFeatures {
     pub avx512_vnni: bool,
     pub avx512_bf16: bool,
+    pub vendor: CpuVendor,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CpuVendor {
+    Intel,
+    Amd,
+    Other,
+}
+
+impl CpuVendor {
+    pub fn name(self) -> &'static str {
+        match self {
+            CpuVendor::Intel => "intel",
+            CpuVendor::Amd => "amd",
+            CpuVendor::Other => "other",
+        }
+    }
 }
 
 pub fn cpu_features() -> CpuFeatures {
@@ -107,6 +126,7 @@ pub fn cpu_features() -> CpuFeatures {
         CpuFeatures {
             avx512_vnni: std::arch::is_x86_feature_detected!("avx512vnni"),
             avx512_bf16: std::arch::is_x86_feature_detected!("avx512bf16"),
+            vendor: x86_vendor(),
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -114,7 +134,24 @@ pub fn cpu_features() -> CpuFeatures {
         CpuFeatures {
             avx512_vnni: false,
             avx512_bf16: false,
+            vendor: CpuVendor::Other,
         }
+    }
+}
+
+/// The vendor string of CPUID leaf 0 (EBX, EDX, ECX: "GenuineIntel", "AuthenticAMD").
+#[cfg(target_arch = "x86_64")]
+fn x86_vendor() -> CpuVendor {
+    // CPUID is safe to execute on every x86_64 CPU.
+    let leaf = std::arch::x86_64::__cpuid(0);
+    let mut name = [0u8; 12];
+    for (chunk, reg) in name.chunks_exact_mut(4).zip([leaf.ebx, leaf.edx, leaf.ecx]) {
+        chunk.copy_from_slice(&reg.to_le_bytes());
+    }
+    match &name {
+        b"GenuineIntel" => CpuVendor::Intel,
+        b"AuthenticAMD" => CpuVendor::Amd,
+        _ => CpuVendor::Other,
     }
 }
 

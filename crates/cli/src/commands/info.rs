@@ -5,7 +5,7 @@ use anyhow::Result;
 use gattn_kernels::SimdLevel;
 use gattn_kernels::attention::int8_scores_use_vnni;
 use gattn_kernels::dispatch::{cpu_features, dispatch_choice};
-use gattn_kernels::matmul::bf16_rounds_activations;
+use gattn_kernels::matmul::{bf16_matvec_prefetches_every_line, bf16_rounds_activations};
 use gattn_model::{KvCache, MemoryPlan, RopeScaling, available_memory};
 
 use crate::args::InfoArgs;
@@ -17,7 +17,8 @@ pub fn run(args: InfoArgs) -> Result<()> {
     let features = cpu_features();
     println!("simd:      {} ({})", choice.level, choice.reason);
     println!(
-        "cpu:       avx512-vnni {}, avx512-bf16 {}, amx {}",
+        "cpu:       {}, avx512-vnni {}, avx512-bf16 {}, amx {}",
+        features.vendor.name(),
         yes(features.avx512_vnni),
         yes(features.avx512_bf16),
         yes(SimdLevel::Amx.is_supported())
@@ -34,6 +35,14 @@ pub fn run(args: InfoArgs) -> Result<()> {
         "weights widened to f32 (gemm for mat-mat)"
     };
     println!("bf16:      {bf16_kernels}");
+    if bf16_rounds_activations(choice.level) {
+        let lines = if bf16_matvec_prefetches_every_line() {
+            "every line"
+        } else {
+            "one line in 8"
+        };
+        println!("bf16 mv:   software prefetch of {lines}, 4 KiB ahead");
+    }
     let int8_kv_scores = if int8_scores_use_vnni(choice.level) {
         "avx512-vnni dot product (queries rounded to int8)"
     } else {

@@ -111,6 +111,11 @@ pub fn bf16_rounds_activations(level: SimdLevel) -> bool {
     float::bf16dot::available(level)
 }
 
+/// Does the bf16 dot-product mat-vec prefetch every line of its weight rows (else one in 8)?
+pub fn bf16_matvec_prefetches_every_line() -> bool {
+    float::bf16dot::prefetch_every_line()
+}
+
 /// `y = x W^T + bias` at the process-wide SIMD level. x `[m, k]`, y `[m, n]`, bias `[n]`;
 /// `m = x.len() / k` (m == 1 takes the matrix-vector path).
 pub fn matmul(

@@ -112,7 +112,8 @@ pub(crate) unsafe fn tile<const T: usize>(
     }
 }
 
-/// How far ahead `row_dot` prefetches, and how often (bf16 values: 4 KiB and 512 bytes).
+/// How far ahead `row_dot` prefetches (bf16 values: 4 KiB), and how often when it does not ask for
+/// every line (512 bytes).
 const PREFETCH_AHEAD: usize = 2048;
 const PREFETCH_EVERY: usize = 256;
 
@@ -126,12 +127,19 @@ const PREFETCH_EVERY: usize = 256;
 /// `gate_cost`. Without the aligned head below, the elementwise checkpoint (tensor data at 8 mod
 /// 64 bytes) got 5% slower instead: every weight load then read two cache lines.
 ///
+/// `EVERY_LINE`: prefetch each line of the row 4 KiB ahead, or one line in 8 (see
+/// [`super::prefetch_every_line`] for which CPUs take which).
+///
 /// # Safety
 /// `row` valid for reads of `k` bf16 (bits); `x` valid for `k.next_multiple_of(32)` values, zero
 /// past `k`. The weights are read with masks before their first cache line and past their last
 /// full step of 32.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
-pub(crate) unsafe fn row_dot(row: *const u16, k: usize, x: *const u16) -> f32 {
+pub(crate) unsafe fn row_dot<const EVERY_LINE: bool>(
+    row: *const u16,
+    k: usize,
+    x: *const u16,
+) -> f32 {
     const CHAINS: usize = 4;
     let mut acc = [_mm512_setzero_ps(); CHAINS];
     // A row that does not start on a cache line (a checkpoint's tensor data is only 8-byte
@@ -151,14 +159,16 @@ pub(crate) unsafe fn row_dot(row: *const u16, k: usize, x: *const u16) -> f32 {
         }
         let main = i + (k - i) / (CHAINS * STEP) * (CHAINS * STEP);
         while i < main {
-            // One line in every 512 bytes, 4 KiB ahead (into the next rows near the end: the
-            // panel is one stream), as the int8 mat-vec does: the hardware prefetcher alone
-            // left a thread short of its share of the bandwidth in the fast phase.
-            if i % PREFETCH_EVERY < CHAINS * STEP {
+            // 4 KiB ahead (into the next rows near the end: the panel is one stream): the
+            // hardware prefetcher alone left a thread short of its share of the bandwidth.
+            if !EVERY_LINE && i % PREFETCH_EVERY < CHAINS * STEP {
                 _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(i + PREFETCH_AHEAD).cast());
             }
             for (c, a) in acc.iter_mut().enumerate() {
                 let at = i + c * STEP;
+                if EVERY_LINE {
+                    _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(at + PREFETCH_AHEAD).cast());
+                }
                 let xv = as_bh(_mm512_loadu_si512(x.add(at).cast()));
                 let w = as_bh(_mm512_loadu_si512(row.add(at).cast()));
                 *a = _mm512_dpbf16_ps(*a, w, xv);

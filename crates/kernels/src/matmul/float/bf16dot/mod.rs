@@ -98,12 +98,30 @@ pub(crate) unsafe fn matvec_rows(
     assert!(w.len() >= (col0 + out.len()) * k);
     assert!(x.m == 1 && x.k == k && x.bits.len() >= x.kp);
     let (wp, xp) = (w.as_ptr().cast::<u16>(), x.bits.as_ptr());
+    let row_dot = if prefetch_every_line() {
+        microkernel_avx512::row_dot::<true>
+    } else {
+        microkernel_avx512::row_dot::<false>
+    };
     // Row after row: the panel's rows are contiguous, one linear stream (see `row_dot`).
     for (r, y) in out.iter_mut().enumerate() {
         // SAFETY: AVX512-BF16 per the caller's contract; row col0 + r holds k values inside w;
         // x holds kp = k rounded up to 32 values, zero past k.
-        *y = unsafe { microkernel_avx512::row_dot(wp.add((col0 + r) * k), k, xp) };
+        *y = unsafe { row_dot(wp.add((col0 + r) * k), k, xp) };
     }
+}
+
+/// Does the mat-vec's software prefetch ask for every line of a weight row (or one line in 8)?
+/// Decided once, from the CPU vendor (`gattn-cpu info` shows it). Every line on Intel: on the
+/// 2-core Xeon (AMX) host of 2026-12-05, alternated, bf16 decode 6.2-6.6 -> 7.8-8.1 tok/s
+/// (roofline 0.73-0.77 -> 0.89-0.93) and the elementwise-gated checkpoint 6.6-6.7 -> 7.4-7.7;
+/// two lines in 8 were no better than one. One line in 8 elsewhere, as tuned on the Zen 5 host
+/// (where a prefetch per line cost the int8 mat-vec 8% of its stream; on the Xeon it costs the
+/// int8 mat-vec too: 12.9-13.0 against 14.2 tok/s, so that kernel keeps its two lines a KiB).
+pub fn prefetch_every_line() -> bool {
+    static EVERY_LINE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *EVERY_LINE
+        .get_or_init(|| crate::dispatch::cpu_features().vendor == crate::dispatch::CpuVendor::Intel)
 }
 
 /// Columns `col0 .. col0 + cols` of `y = x w^T`, written through `y` (column `col0` of token 0)
