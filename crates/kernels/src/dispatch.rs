@@ -120,7 +120,14 @@ impl CpuVendor {
     }
 }
 
+/// Detected once (the kernels ask on every call, and under a hypervisor each CPUID instruction
+/// traps: reading the vendor on every call made int8 decode 15% slower).
 pub fn cpu_features() -> CpuFeatures {
+    static FEATURES: std::sync::OnceLock<CpuFeatures> = std::sync::OnceLock::new();
+    *FEATURES.get_or_init(detect_cpu_features)
+}
+
+fn detect_cpu_features() -> CpuFeatures {
     #[cfg(target_arch = "x86_64")]
     {
         CpuFeatures {
