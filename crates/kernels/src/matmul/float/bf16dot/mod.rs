@@ -119,9 +119,7 @@ pub(crate) unsafe fn matvec_rows(
 /// (where a prefetch per line cost the int8 mat-vec 8% of its stream; on the Xeon it costs the
 /// int8 mat-vec too: 12.9-13.0 against 14.2 tok/s, so that kernel keeps its two lines a KiB).
 pub fn prefetch_every_line() -> bool {
-    static EVERY_LINE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *EVERY_LINE
-        .get_or_init(|| crate::dispatch::cpu_features().vendor == crate::dispatch::CpuVendor::Intel)
+    crate::dispatch::cpu_features().vendor == crate::dispatch::CpuVendor::Intel
 }
 
 /// Columns `col0 .. col0 + cols` of `y = x w^T`, written through `y` (column `col0` of token 0)
