@@ -203,16 +203,7 @@ unsafe fn scores_rows<const R: usize, const NB: usize>(
     let correction: [i32; R] = core::array::from_fn(|r| queries.bias_correction(first_row + r));
     let ahead = super::tile::KEY_TILE;
     let lines = full + usize::from(tail > 0);
-    // Asks for key `key`'s K and V rows (one 64-byte line per register of words).
-    let prefetch_key = |key: usize| {
-        let (k, v) = (kv.k.as_ptr(), kv.v.as_ptr());
-        for line in 0..lines {
-            let offset = key * rw + line * WORDS_PER_REGISTER;
-            // A hint: never faults, so wrapping arithmetic on the addresses is enough.
-            _mm_prefetch::<_MM_HINT_T0>(k.wrapping_add(offset).cast());
-            _mm_prefetch::<_MM_HINT_T0>(v.wrapping_add(offset).cast());
-        }
-    };
+    let prefetch_key = |key: usize| super::tile::prefetch_lines(kv, key, lines);
     let mut t = 0;
     while t + 16 <= ntok {
         // Whether all 16 keys one tile ahead are cached (checked once, not per key).

@@ -127,24 +127,38 @@ pub(crate) fn attend_range<S: Simd, F: WordFormat>(
 
 /// Asks for the K and V rows of key `key` (one tile ahead of the one computing), so DRAM streams
 /// while this tile computes: the hardware prefetcher alone left decode at ~half the read
-/// bandwidth, and one burst per tile stalled on full miss buffers, hence one row per key. A hint.
+/// bandwidth, and one burst per tile stalled on full miss buffers, hence one row per key. A hint;
+/// keys past the cache are skipped.
 #[inline(always)]
 pub(crate) fn prefetch_row(kv: KvHeadView<'_>, key: usize) {
-    #[cfg(target_arch = "x86_64")]
     if key < kv.len {
+        prefetch_lines(kv, key, kv.row_words.div_ceil(WORDS_PER_LINE));
+    }
+}
+
+/// Storage words in one 64-byte cache line.
+const WORDS_PER_LINE: usize = 16;
+
+/// [`prefetch_row`] without the bound check, for callers that check once for many keys, and
+/// with the row's line count given (a constant where the caller knows it, so the loop unrolls).
+#[inline(always)]
+pub(crate) fn prefetch_lines(kv: KvHeadView<'_>, key: usize, lines: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
         use core::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        const WORDS_PER_LINE: usize = 16;
-        let start = key * kv.row_words;
-        for w in (start..start + kv.row_words).step_by(WORDS_PER_LINE) {
-            // SAFETY: prefetch is a hint (never faults); SSE is baseline on x86_64; `w` is in bounds.
+        let (k, v) = (kv.k.as_ptr(), kv.v.as_ptr());
+        for line in 0..lines {
+            let offset = key * kv.row_words + line * WORDS_PER_LINE;
+            // SAFETY: prefetch is a hint and never faults (so wrapping arithmetic on the
+            // addresses is enough); SSE is baseline on x86_64.
             unsafe {
-                _mm_prefetch::<_MM_HINT_T0>(kv.k[w..].as_ptr().cast());
-                _mm_prefetch::<_MM_HINT_T0>(kv.v[w..].as_ptr().cast());
+                _mm_prefetch::<_MM_HINT_T0>(k.wrapping_add(offset).cast());
+                _mm_prefetch::<_MM_HINT_T0>(v.wrapping_add(offset).cast());
             }
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = (kv, key);
+    let _ = (kv, key, lines);
 }
 
 /// Splits `rows` rows into register-blocked chunks of 4, 2 and 1 and calls `$body` with a
