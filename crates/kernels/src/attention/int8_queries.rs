@@ -128,8 +128,7 @@ pub(crate) fn raw_dot_reference(q_row: &[u8], k_row: &[u32]) -> i32 {
 /// row ([`fold_4_keys`], then [`fold_quads`]), so the scaling and the store are vector ops too,
 /// where summing each key's lanes on its own took a horizontal reduction and scalar ops per key
 /// and row (with the KV rows line-aligned too, the attention of a decode step over 28 layers of
-/// 32768 int8 keys took 91-93 ms against 94-99 ms, alternated). If `prefetch`, each key also asks
-/// for the K and V rows one tile ahead, as the generic tile does.
+/// 32768 int8 keys took 91-93 ms against 94-99 ms, alternated).
 ///
 /// # Safety
 /// AVX512-F/BW and VNNI must be present; `k0 + ntok <= kv.len`; the rows exist in `queries`;
@@ -143,7 +142,6 @@ pub(crate) unsafe fn scores_vnni<const R: usize>(
     kv: super::kv::KvHeadView<'_>,
     k0: usize,
     ntok: usize,
-    prefetch: bool,
     p: &mut [f32],
     p_stride: usize,
 ) {
@@ -155,9 +153,9 @@ pub(crate) unsafe fn scores_vnni<const R: usize>(
             kv.row_words / WORDS_PER_REGISTER,
             kv.row_words % WORDS_PER_REGISTER,
         ) {
-            (2, 0) => scores_rows::<R, 2>(queries, first_row, kv, k0, ntok, prefetch, p, p_stride),
-            (1, 0) => scores_rows::<R, 1>(queries, first_row, kv, k0, ntok, prefetch, p, p_stride),
-            _ => scores_rows::<R, 0>(queries, first_row, kv, k0, ntok, prefetch, p, p_stride),
+            (2, 0) => scores_rows::<R, 2>(queries, first_row, kv, k0, ntok, p, p_stride),
+            (1, 0) => scores_rows::<R, 1>(queries, first_row, kv, k0, ntok, p, p_stride),
+            _ => scores_rows::<R, 0>(queries, first_row, kv, k0, ntok, p, p_stride),
         }
     }
 }
@@ -168,11 +166,10 @@ const WORDS_PER_REGISTER: usize = 16;
 /// [`scores_vnni`] for rows of `NB` whole registers, or of any width if `NB == 0`.
 ///
 /// Per key the work is two loads and two `vpdpbusd` a row (head dim 128), so the bookkeeping
-/// around them counts: the prefetch bound is checked once per 16 keys rather than per key and
-/// line, and the row registers are constants when `NB > 0`. That took the scores of a 4096-key
-/// decode from ~9.2 to ~4.1 ms per 200 calls (L2-resident, one thread), and a 4096-token int8-KV
-/// prefill from 162-176 to 191-192 tokens/s; a decode streaming its keys from DRAM is no faster,
-/// bound by the lines in flight (see the README).
+/// around them counts: the row registers are constants when `NB > 0` (with the prefetch, which
+/// this loop then issued, checked once per 16 keys instead of per key and line, that took the
+/// scores of a 4096-key decode from ~9.2 to ~4.1 ms per 200 calls, L2-resident, one thread, and a
+/// 4096-token int8-KV prefill from 162-176 to 191-192 tokens/s).
 ///
 /// # Safety
 /// As [`scores_vnni`], and `kv.row_words == 16 * NB` if `NB > 0`.
@@ -185,7 +182,6 @@ unsafe fn scores_rows<const R: usize, const NB: usize>(
     kv: super::kv::KvHeadView<'_>,
     k0: usize,
     ntok: usize,
-    prefetch: bool,
     p: &mut [f32],
     p_stride: usize,
 ) {
@@ -197,25 +193,17 @@ unsafe fn scores_rows<const R: usize, const NB: usize>(
         (rw / WORDS_PER_REGISTER, rw % WORDS_PER_REGISTER)
     };
     assert!(full * WORDS_PER_REGISTER + tail == rw);
-    assert!(k0 + ntok <= kv.len && kv.k.len() >= kv.len * rw && kv.v.len() >= kv.len * rw);
+    assert!(k0 + ntok <= kv.len && kv.k.len() >= kv.len * rw);
     let q: [*const u8; R] = core::array::from_fn(|r| queries.row(first_row + r).as_ptr());
     let q_scale: [f32; R] = core::array::from_fn(|r| queries.scale(first_row + r));
     let correction: [i32; R] = core::array::from_fn(|r| queries.bias_correction(first_row + r));
-    let ahead = super::tile::KEY_TILE;
-    let lines = full + usize::from(tail > 0);
-    let prefetch_key = |key: usize| super::tile::prefetch_lines(kv, key, lines);
     let mut t = 0;
     while t + 16 <= ntok {
-        // Whether all 16 keys one tile ahead are cached (checked once, not per key).
-        let prefetch_all = prefetch && k0 + t + 16 + ahead <= kv.len;
         // Level by level, so no more than 4 raw vectors per row are live at once.
         let mut quads = [[_mm512_setzero_si512(); 4]; R];
         for quad in 0..4 {
             let mut raw = [[_mm512_setzero_si512(); 4]; R];
             for (i, key) in (k0 + t + 4 * quad..).take(4).enumerate() {
-                if prefetch_all {
-                    prefetch_key(key + ahead);
-                }
                 // SAFETY: key < kv.len (asserted above); q points at rows of `queries`.
                 let dots = unsafe { dot_key(&q, kv.k.as_ptr().add(key * rw), full, tail) };
                 for r in 0..R {
@@ -225,11 +213,6 @@ unsafe fn scores_rows<const R: usize, const NB: usize>(
             for r in 0..R {
                 quads[r][quad] = fold_4_keys(raw[r]);
             }
-        }
-        if prefetch && !prefetch_all {
-            (k0 + t + ahead..k0 + t + 16 + ahead)
-                .take_while(|&key| key < kv.len)
-                .for_each(prefetch_key);
         }
         // SAFETY: 16 scales of cached keys.
         let k_scale = unsafe { _mm512_loadu_ps(kv.k_scale[k0 + t..][..16].as_ptr()) };
@@ -244,9 +227,6 @@ unsafe fn scores_rows<const R: usize, const NB: usize>(
         t += 16;
     }
     for key in k0 + t..k0 + ntok {
-        if prefetch && key + ahead < kv.len {
-            prefetch_key(key + ahead);
-        }
         // SAFETY: key < kv.len (asserted above); q points at rows of `queries`.
         let dots = unsafe { dot_key(&q, kv.k.as_ptr().add(key * rw), full, tail) };
         for r in 0..R {
@@ -366,8 +346,8 @@ mod tests {
             let mut p = vec![0.0f32; 3 * keys];
             // SAFETY: VNNI checked above; sizes as the contract asks.
             unsafe {
-                scores_vnni::<2>(&queries, 0, kv, 0, keys, true, &mut p, keys);
-                scores_vnni::<1>(&queries, 2, kv, 0, keys, false, &mut p, keys);
+                scores_vnni::<2>(&queries, 0, kv, 0, keys, &mut p, keys);
+                scores_vnni::<1>(&queries, 2, kv, 0, keys, &mut p, keys);
             }
             for r in 0..3 {
                 for t in 0..keys {

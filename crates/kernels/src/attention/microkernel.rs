@@ -13,6 +13,7 @@
 
 use pulp::Simd;
 
+use super::prefetch::TilePrefetch;
 use crate::simd_math::exp_nonpositive;
 
 /// How elements are packed in 32-bit storage words.
@@ -124,7 +125,8 @@ pub(crate) fn dot_rows<S: Simd, F: WordFormat, const R: usize>(
 
 /// `acc[r] += sum_t p[r][t] * v_t` over the `ntok` value rows of a tile (row `t` at
 /// `values[t * row_words..]`). Walks the tile one register column at a time, so each accumulator
-/// register is loaded and stored once per tile rather than once per token.
+/// register is loaded and stored once per tile rather than once per token. Each step (register
+/// column and token) ticks `prefetch`, the next tile's rows.
 #[inline(always)]
 pub(crate) fn accumulate_rows<S: Simd, F: WordFormat, const R: usize>(
     simd: S,
@@ -133,6 +135,7 @@ pub(crate) fn accumulate_rows<S: Simd, F: WordFormat, const R: usize>(
     values: &[u32],
     row_words: usize,
     ntok: usize,
+    mut prefetch: Option<&mut TilePrefetch<'_>>,
 ) {
     let blocks = row_words.div_ceil(S::U32_LANES);
     for b in 0..blocks {
@@ -143,6 +146,9 @@ pub(crate) fn accumulate_rows<S: Simd, F: WordFormat, const R: usize>(
             }
         }
         for t in 0..ntok {
+            if let Some(prefetch) = prefetch.as_mut() {
+                prefetch.tick();
+            }
             let words = load_block(simd, &values[t * row_words..][..row_words], b);
             let mut weights = [simd.splat_f32s(0.0); R];
             for r in 0..R {

@@ -9,7 +9,8 @@
 //!
 //! Files: `microkernel` (SIMD inner loops, generic over pulp), `layout` (their lane order),
 //! `int8_queries` (int8 query rows, and their VNNI score kernel),
-//! `tile` (key tiles + online softmax of a block of rows), `epilogue` (divide by the sum, gate,
+//! `tile` (key tiles + online softmax of a block of rows), `prefetch` (the next tile's rows, asked
+//! for during this tile's V sums), `epilogue` (divide by the sum, gate,
 //! stats), `prefill` / `decode` (work decomposition over rayon), `dispatch` (level -> pulp type).
 
 mod checks;
@@ -22,6 +23,7 @@ mod kv_encode;
 mod layout;
 mod maps;
 mod microkernel;
+mod prefetch;
 mod prefill;
 mod stats;
 mod tile;

@@ -11,6 +11,7 @@ use super::layout::{permute_scaled, permuted_len};
 use super::microkernel::{
     WordFormat, accumulate_rows, dot_rows, exp_shifted_sum, max_of, scale_row,
 };
+use super::prefetch::TilePrefetch;
 use pulp::Simd;
 use std::ops::Range;
 
@@ -125,42 +126,6 @@ pub(crate) fn attend_range<S: Simd, F: WordFormat>(
     }
 }
 
-/// Asks for the K and V rows of key `key` (one tile ahead of the one computing), so DRAM streams
-/// while this tile computes: the hardware prefetcher alone left decode at ~half the read
-/// bandwidth, and one burst per tile stalled on full miss buffers, hence one row per key. A hint;
-/// keys past the cache are skipped.
-#[inline(always)]
-pub(crate) fn prefetch_row(kv: KvHeadView<'_>, key: usize) {
-    if key < kv.len {
-        prefetch_lines(kv, key, kv.row_words.div_ceil(WORDS_PER_LINE));
-    }
-}
-
-/// Storage words in one 64-byte cache line.
-const WORDS_PER_LINE: usize = 16;
-
-/// [`prefetch_row`] without the bound check, for callers that check once for many keys, and
-/// with the row's line count given (a constant where the caller knows it, so the loop unrolls).
-#[inline(always)]
-pub(crate) fn prefetch_lines(kv: KvHeadView<'_>, key: usize, lines: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use core::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        let (k, v) = (kv.k.as_ptr(), kv.v.as_ptr());
-        for line in 0..lines {
-            let offset = key * kv.row_words + line * WORDS_PER_LINE;
-            // SAFETY: prefetch is a hint and never faults (so wrapping arithmetic on the
-            // addresses is enough); SSE is baseline on x86_64.
-            unsafe {
-                _mm_prefetch::<_MM_HINT_T0>(k.wrapping_add(offset).cast());
-                _mm_prefetch::<_MM_HINT_T0>(v.wrapping_add(offset).cast());
-            }
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (kv, key, lines);
-}
-
 /// Splits `rows` rows into register-blocked chunks of 4, 2 and 1 and calls `$body` with a
 /// const `R` for each: `$body!(start, R)`.
 macro_rules! for_row_chunks {
@@ -201,9 +166,6 @@ impl<S: Simd> Block<S> {
         let q: [&[S::f32s]; R] = core::array::from_fn(|r| &self.q[(start + r) * vecs..][..vecs]);
         for t in 0..ntok {
             let key = k0 + t;
-            if start == 0 {
-                prefetch_row(kv, key + KEY_TILE);
-            }
             let dots = dot_rows::<S, F, R>(simd, q, &kv.k[key * rw..][..rw]);
             let k_scale = if kv.k_scale.is_empty() {
                 1.0
@@ -243,7 +205,6 @@ impl<S: Simd> Block<S> {
                         kv,
                         k0,
                         chunk_visible,
-                        start == 0,
                         &mut self.p,
                         KEY_TILE,
                     )
@@ -296,7 +257,20 @@ impl<S: Simd> Block<S> {
                     core::array::from_fn(|_| acc_rows.next().expect("R rows"));
                 let p: [&[f32]; R] =
                     core::array::from_fn(|r| &self.p[(start + r) * KEY_TILE..][..KEY_TILE]);
-                accumulate_rows::<S, F, R>(simd, acc, p, values, rw, chunk_visible);
+                // The first chunk's V sums also ask for the next tile's rows (see `prefetch`).
+                let steps = rw.div_ceil(S::U32_LANES) * chunk_visible;
+                let mut next_tile = (start == 0)
+                    .then(|| TilePrefetch::new(kv, k0 + KEY_TILE, KEY_TILE, steps))
+                    .flatten();
+                accumulate_rows::<S, F, R>(
+                    simd,
+                    acc,
+                    p,
+                    values,
+                    rw,
+                    chunk_visible,
+                    next_tile.as_mut(),
+                );
             }
         });
     }
