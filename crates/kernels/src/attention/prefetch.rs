@@ -8,9 +8,9 @@
 //! layers x 8 heads x 32768 int8 keys (2 threads, Xeon under KVM) took 92-100 ms that way. One
 //! line of K and one of V per step of the V sums instead, so the requests go out at an even pace
 //! while the core computes: 74-84 ms, alternated in one run (and `bench -d 32768` 0.80-0.81 ->
-//! 0.88-0.89 of the roofline). Bursts of two keys per step, or all of them in one of the V sums'
-//! two register passes, fell in between (82-97 ms); half a tile ahead or two tiles were worse
-//! (96, 85 ms against 80).
+//! 0.88-0.89 of the roofline). Bursts of two keys every other step, or all of them in one of the
+//! V sums' two register passes, fell in between (81-99 ms); half a tile ahead or two tiles were
+//! worse (96-100 and 84-87 ms against 79-87 in the same rounds).
 
 use super::kv::KvHeadView;
 
