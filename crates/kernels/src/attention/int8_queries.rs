@@ -166,10 +166,10 @@ const WORDS_PER_REGISTER: usize = 16;
 /// [`scores_vnni`] for rows of `NB` whole registers, or of any width if `NB == 0`.
 ///
 /// Per key the work is two loads and two `vpdpbusd` a row (head dim 128), so the bookkeeping
-/// around them counts: the row registers are constants when `NB > 0` (with the prefetch, which
-/// this loop then issued, checked once per 16 keys instead of per key and line, that took the
-/// scores of a 4096-key decode from ~9.2 to ~4.1 ms per 200 calls, L2-resident, one thread, and a
-/// 4096-token int8-KV prefill from 162-176 to 191-192 tokens/s).
+/// around them counts: the row registers are constants when `NB > 0`. Together with checking the
+/// bound of a prefetch this loop then issued once per 16 keys instead of per key and line, that
+/// took the scores of a 4096-key decode from ~9.2 to ~4.1 ms per 200 calls (L2-resident, one
+/// thread), and a 4096-token int8-KV prefill from 162-176 to 191-192 tokens/s.
 ///
 /// # Safety
 /// As [`scores_vnni`], and `kv.row_words == 16 * NB` if `NB > 0`.

@@ -123,6 +123,13 @@ pub(crate) fn dot_rows<S: Simd, F: WordFormat, const R: usize>(
     sums
 }
 
+/// Register columns of a stored row of `row_words` words: [`accumulate_rows`] walks this many
+/// times `ntok` steps (what a [`TilePrefetch`] spreads its lines over).
+#[inline(always)]
+pub(crate) fn register_columns<S: Simd>(row_words: usize) -> usize {
+    row_words.div_ceil(S::U32_LANES)
+}
+
 /// `acc[r] += sum_t p[r][t] * v_t` over the `ntok` value rows of a tile (row `t` at
 /// `values[t * row_words..]`). Walks the tile one register column at a time, so each accumulator
 /// register is loaded and stored once per tile rather than once per token. Each step (register
@@ -137,7 +144,7 @@ pub(crate) fn accumulate_rows<S: Simd, F: WordFormat, const R: usize>(
     ntok: usize,
     mut prefetch: Option<&mut TilePrefetch<'_>>,
 ) {
-    let blocks = row_words.div_ceil(S::U32_LANES);
+    let blocks = register_columns::<S>(row_words);
     for b in 0..blocks {
         let mut a = [[simd.splat_f32s(0.0); 4]; R];
         for r in 0..R {
