@@ -1,7 +1,7 @@
 //! The reference forward pass against the committed oracle logits: Hugging Face transformers for
 //! the baseline cases, the independent numpy reference for gated and qk-norm-off ones.
 
-use gattn_model::{AttentionPath, KvDtype, LogitsFor, Qwen3Model, WeightFormat};
+use gattn_model::{Backend, KvDtype, LogitsFor, Qwen3Model, WeightFormat};
 use gattn_tests::{Fixture, max_abs_diff};
 
 /// Tolerance for bf16 weights against `tight`: where the AVX512-BF16 kernels run, they
@@ -18,7 +18,7 @@ fn bf16_weights_tolerance(tight: f32) -> f32 {
 }
 
 fn check_full_prefill(fixture: &Fixture, format: WeightFormat) {
-    for path in [AttentionPath::Reference, AttentionPath::Fused] {
+    for path in [Backend::Reference, Backend::Fast] {
         check_full_prefill_with(fixture, format, path, KvDtype::F32, fixture.tolerance);
     }
 }
@@ -26,12 +26,12 @@ fn check_full_prefill(fixture: &Fixture, format: WeightFormat) {
 fn check_full_prefill_with(
     fixture: &Fixture,
     format: WeightFormat,
-    path: AttentionPath,
+    path: Backend,
     kv: KvDtype,
     tolerance: f32,
 ) {
     let mut model = Qwen3Model::load(&fixture.dir, format).unwrap();
-    model.attention_path = path;
+    model.backend = path;
     model.kv_dtype = kv;
     let mut cache = model.new_cache(fixture.prompt_ids.len());
     let logits = model
@@ -66,7 +66,7 @@ fn bf16_weights_used_in_place_match_too() {
     // The checkpoint is bf16: holding it as bf16 changes nothing but the accumulation order
     // (and, with AVX512-BF16, the activations' rounding: see `bf16_weights_tolerance`).
     let fixture = Fixture::load("baseline_untied_bias_bf16");
-    for path in [AttentionPath::Reference, AttentionPath::Fused] {
+    for path in [Backend::Reference, Backend::Fast] {
         let tolerance = bf16_weights_tolerance(fixture.tolerance);
         check_full_prefill_with(&fixture, WeightFormat::Bf16, path, KvDtype::F32, tolerance);
     }
@@ -133,14 +133,14 @@ fn bf16_and_int8_kv_caches_stay_close_to_the_oracle() {
         check_full_prefill_with(
             &fixture,
             WeightFormat::F32,
-            AttentionPath::Fused,
+            Backend::Fast,
             KvDtype::Bf16,
             3e-2,
         );
         check_full_prefill_with(
             &fixture,
             WeightFormat::F32,
-            AttentionPath::Fused,
+            Backend::Fast,
             KvDtype::Int8,
             0.15,
         );
@@ -155,7 +155,7 @@ fn fused_decode_equals_reference_decode_for_every_kv_format() {
     for kv in [KvDtype::F32, KvDtype::Bf16, KvDtype::Int8] {
         let run = |path| {
             let mut model = Qwen3Model::load(&fixture.dir, WeightFormat::F32).unwrap();
-            model.attention_path = path;
+            model.backend = path;
             model.kv_dtype = kv;
             let mut cache = model.new_cache(fixture.prompt_ids.len());
             let mut logits = Vec::new();
@@ -168,7 +168,7 @@ fn fused_decode_equals_reference_decode_for_every_kv_format() {
             }
             logits
         };
-        let err = max_abs_diff(&run(AttentionPath::Fused), &run(AttentionPath::Reference));
+        let err = max_abs_diff(&run(Backend::Fast), &run(Backend::Reference));
         assert!(err < 1e-4, "{kv:?}: fused vs reference decode {err}");
     }
 }
@@ -186,7 +186,7 @@ fn simd_weight_formats_stay_close_to_the_oracle() {
     check_full_prefill_with(
         &bf16,
         WeightFormat::Bf16,
-        AttentionPath::Fused,
+        Backend::Fast,
         KvDtype::F32,
         bf16_weights_tolerance(1e-4),
     );
@@ -199,7 +199,7 @@ fn simd_weight_formats_stay_close_to_the_oracle() {
         check_full_prefill_with(
             &fixture,
             WeightFormat::Int8,
-            AttentionPath::Fused,
+            Backend::Fast,
             KvDtype::F32,
             INT8_WEIGHTS_TOLERANCE,
         );
@@ -212,8 +212,10 @@ fn simd_weight_formats_stay_close_to_the_oracle() {
 fn streamed_sink_share_equals_the_share_in_the_attention_maps() {
     for name in ["baseline_gqa_tied_f32", "headwise_gqa", "elementwise_gqa"] {
         let fixture = Fixture::load(name);
-        let model = Qwen3Model::load(&fixture.dir, WeightFormat::F32).unwrap();
+        let mut model = Qwen3Model::load(&fixture.dir, WeightFormat::F32).unwrap();
         let n = fixture.prompt_ids.len();
+        // Maps from the reference backend, statistics from the fast one, both over an f32 cache.
+        assert_eq!(model.backend, Backend::Reference);
         let mut maps = Vec::new();
         model
             .forward_with_maps(
@@ -224,6 +226,7 @@ fn streamed_sink_share_equals_the_share_in_the_attention_maps() {
             )
             .unwrap();
         let mut stats = vec![gattn_model::LayerStats::default(); model.layers.len()];
+        model.backend = Backend::Fast;
         model
             .forward_with_stats(
                 &fixture.prompt_ids,

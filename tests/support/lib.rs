@@ -59,12 +59,14 @@ impl Fixture {
     }
 }
 
+/// The largest `|a - b|`; NaN if any difference is NaN (`f32::max` would drop it, and a
+/// tolerance check would pass on a NaN output).
 pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len(), "lengths differ");
     a.iter()
         .zip(b)
         .map(|(x, y)| (x - y).abs())
-        .fold(0.0, f32::max)
+        .fold(0.0, |m, d| if d > m || d.is_nan() { d } else { m })
 }
 
 /// A copy of a fixture checkpoint in a temporary folder, to break on purpose.

@@ -104,7 +104,8 @@ pub struct ModelArgs {
 #[derive(Args)]
 pub struct LoadArgs {
     /// How the linear layers hold their weights: auto (the checkpoint's own: int8 for a quantized
-    /// checkpoint, bf16 for bf16, else f32), f32 (reference), bf16 or int8 (SIMD kernels)
+    /// checkpoint, bf16 for bf16, else f32), f32 (the naive reference kernels: the oracle), bf16
+    /// or int8 (SIMD kernels)
     #[arg(long, value_enum, default_value_t = WeightsArg::Auto)]
     pub weights: WeightsArg,
     /// Most prompt tokens one forward pass runs (longer prompts are split into chunks)
@@ -118,8 +119,9 @@ pub struct LoadArgs {
     /// Worker threads (default: all cores)
     #[arg(short = 't', long)]
     pub threads: Option<usize>,
-    /// KV-cache storage: bf16 (default), int8 (per-token, per-head scale) or f32
-    #[arg(long, value_enum, default_value_t = KvArg::Bf16)]
+    /// KV-cache storage: auto (f32 with --weights f32, the oracle; bf16 otherwise), bf16, int8
+    /// (per-token, per-head scale) or f32
+    #[arg(long, value_enum, default_value_t = KvArg::Auto)]
     pub kv: KvArg,
 }
 
@@ -133,8 +135,10 @@ pub struct ModelsArgs {
     pub load: LoadArgs,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
 pub enum KvArg {
+    /// f32 for the reference kernels (`--weights f32`), bf16 for the SIMD kernels
+    Auto,
     Bf16,
     Int8,
     F32,
@@ -233,7 +237,8 @@ pub struct InfoArgs {
     /// Context length to size the KV cache for (default: max_position_embeddings)
     #[arg(short = 'c', long = "ctx")]
     pub ctx: Option<usize>,
-    #[arg(long, value_enum, default_value_t = KvArg::Bf16)]
+    /// KV-cache storage (auto: f32 with --weights f32, else bf16)
+    #[arg(long, value_enum, default_value_t = KvArg::Auto)]
     pub kv: KvArg,
     #[arg(short = 't', long)]
     pub threads: Option<usize>,
@@ -283,7 +288,7 @@ pub enum DepthFillArg {
 pub enum WeightsArg {
     /// The checkpoint's own: int8 for a quantized checkpoint, bf16 (in place) for bf16, else f32
     Auto,
-    /// The naive reference kernels (the oracle)
+    /// f32 weights on the naive reference kernels (the oracle; with --kv auto an f32 KV cache)
     F32,
     /// bf16 weights (used in place when the checkpoint is bf16), SIMD kernels
     Bf16,

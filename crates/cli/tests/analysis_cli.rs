@@ -91,25 +91,16 @@ fn attn_map_equals_the_reference_maps_and_sink_streams_the_same_share() {
     init_tiny_at(cache.path(), &dirs[1], "elementwise");
     let models: Vec<&str> = dirs.iter().map(|d| d.to_str().unwrap()).collect();
     let out = tempfile::tempdir().unwrap();
-    // Both commands read the same models and prompt on the reference path. The reference below
-    // holds the weights as f32: so must the CLI (bf16 weights would round the activations in the
-    // AVX512-BF16 mat-mat kernel, ~1e-3 off).
-    let same_input = [
-        "-m",
-        models[0],
-        "-m",
-        models[1],
-        "-p",
-        PROMPT,
-        "--kv",
-        "f32",
-        "--weights",
-        "f32",
-    ];
+    // attn-map runs with its defaults: the reference kernels over an f32 cache (--kv auto), on
+    // the checkpoint's bf16 weights widened exactly to f32, as the reference below holds them.
+    // sink streams from the fused kernel: f32 weights and cache keep it within f32 rounding of
+    // those maps (bf16 ones would round the activations, ~1e-3 off).
+    let models_and_prompt = ["-m", models[0], "-m", models[1], "-p", PROMPT];
+    let same_input = [&models_and_prompt[..], &["--kv", "f32", "--weights", "f32"]].concat();
     let out_dir = out.path().to_str().unwrap();
     let attn_map_args = [
         &["attn-map"][..],
-        &same_input,
+        &models_and_prompt,
         &["--layers", "1,2", "-o", out_dir],
     ]
     .concat();

@@ -3,7 +3,7 @@
 
 use gattn_eval::analysis::{head_averaged_maps, sink_statistics};
 use gattn_model::layers::attention::LayerProbe;
-use gattn_model::{AttentionPath, BuiltinModel, Qwen3Model, Tokenizer, WeightFormat};
+use gattn_model::{Backend, BuiltinModel, Qwen3Model, Tokenizer, WeightFormat};
 
 const TEXT: &str = "It is a truth universally acknowledged, that a single man in possession of a \
     good fortune, must be in want of a wife. However little known the feelings or views of such a \
@@ -34,7 +34,10 @@ fn streamed_sink_share_equals_the_materialized_maps_in_any_chunking() {
         let n = tokens.len();
         assert!(n > 512, "the prompt spans several chunks: {n} tokens");
         let layers: Vec<usize> = (0..model.layers.len()).collect();
+        // Maps come from the reference backend, streamed statistics from the fused kernel.
+        model.backend = Backend::Reference;
         let maps = head_averaged_maps(&model, &tokens, &layers).unwrap();
+        model.backend = Backend::Fast;
         model.prefill_chunk = n;
         let whole = sink_statistics(&model, &tokens).unwrap();
         model.prefill_chunk = 7;
@@ -72,6 +75,7 @@ fn max_abs_hidden_is_the_largest_residual_activation() {
     let tokens = &tokens[..40];
     let n = tokens.len();
     model.prefill_chunk = 16;
+    model.backend = Backend::Fast;
     let stats = sink_statistics(&model, tokens).unwrap();
 
     let h = model.config.hidden_size;
@@ -87,7 +91,7 @@ fn max_abs_hidden_is_the_largest_residual_activation() {
                 n,
                 &rope,
                 cache.layer_mut(index),
-                AttentionPath::Fused,
+                Backend::Fast,
                 LayerProbe::None,
                 &mut scratch,
             )
@@ -108,6 +112,7 @@ fn max_abs_hidden_is_the_largest_residual_activation() {
         assert!((0.0..=1.0).contains(&gate), "layer {index}: gate {gate}");
     }
 
+    model.backend = Backend::Reference;
     let maps = head_averaged_maps(&model, tokens, &[0, 3]).unwrap();
     for map in &maps {
         for q in 0..n {

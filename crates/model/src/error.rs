@@ -34,6 +34,14 @@ pub enum ModelError {
     },
     #[error("{path}: int8 checkpoint: {reason}")]
     Int8Checkpoint { path: PathBuf, reason: String },
+    #[error(
+        "{probe} come from the {} backend only: set the model's backend to it (the CLI does for \
+         each command)", backend.name()
+    )]
+    ProbeNeedsBackend {
+        probe: &'static str,
+        backend: crate::backend::Backend,
+    },
     #[error("{path}: unsupported: {reason}")]
     Unsupported { path: PathBuf, reason: String },
     #[error(transparent)]

@@ -1,6 +1,7 @@
 //! Qwen3 with the optional output gate of "Gated Attention for Large Language Models":
 //! config, weights, KV cache, the forward pass, sampling, tokenizer and random checkpoints.
 
+pub mod backend;
 pub mod bench;
 pub mod builtin;
 pub mod config;
@@ -21,6 +22,7 @@ pub mod scratch;
 pub mod tokenizer;
 pub mod weights;
 
+pub use backend::Backend;
 pub use bench::{BenchReport, BenchSettings, run_bench};
 pub use builtin::{BuiltinModel, ModelSource};
 pub use config::{GateMode, Qwen3Config, RopeScaling};
@@ -29,7 +31,6 @@ pub use gattn_kernels::attention::KvDtype;
 pub use generate::{GenerateOptions, GenerationStats, StopReason, generate};
 pub use kv_cache::KvCache;
 pub use layer_stats::LayerStats;
-pub use layers::attention::AttentionPath;
 pub use memory::{MemoryPlan, available_memory};
 pub use model::{DEFAULT_PREFILL_CHUNK, LogitsFor, PrefillEnd, Qwen3Model};
 pub use sampling::{Sampler, SamplingParams};

@@ -4,11 +4,12 @@ use std::path::Path;
 
 use gattn_tensor::Checkpoint;
 
+use crate::backend::Backend;
 use crate::config::{GateMode, Qwen3Config, RopeScaling};
 use crate::error::{ModelError, Result};
 use crate::kv_cache::KvCache;
 use crate::layer_stats::LayerStats;
-use crate::layers::attention::{AttentionPath, LayerProbe};
+use crate::layers::attention::LayerProbe;
 use crate::layers::{DecoderLayer, Embedding, RmsNorm};
 use crate::q8_checkpoint;
 use crate::rope::RotaryEmbedding;
@@ -66,10 +67,11 @@ pub struct Qwen3Model {
     pub lm_head: Linear,
     pub rope: RotaryEmbedding,
     pub format: WeightFormat,
-    /// Storage of new KV caches (`--kv`); f32 unless set.
+    /// The naive references or the SIMD kernels, for every step of the forward pass
+    /// ([`Backend::for_format`] of the weights unless set).
+    pub backend: Backend,
+    /// Storage of new KV caches (`--kv`); [`Backend::default_kv_dtype`] of the backend unless set.
     pub kv_dtype: KvDtype,
-    /// Fused kernel (default) or the naive reference attention.
-    pub attention_path: AttentionPath,
     /// Most tokens one forward chunk runs (`--prefill-chunk`); longer inputs are split.
     pub prefill_chunk: usize,
 }
@@ -117,13 +119,7 @@ impl Qwen3Model {
         let layers = (0..config.num_hidden_layers)
             .map(|i| DecoderLayer::load(checkpoint, i, &config, format))
             .collect::<Result<Vec<_>>>()?;
-        let norm = RmsNorm::load(
-            checkpoint,
-            "model.norm.weight",
-            h,
-            config.rms_norm_eps,
-            format,
-        )?;
+        let norm = RmsNorm::load(checkpoint, "model.norm.weight", h, config.rms_norm_eps)?;
         let lm_head = if config.tie_word_embeddings && format == WeightFormat::Int8 {
             // The table is looked up as bf16 but multiplied as int8; an int8 checkpoint stores
             // that int8 copy as `lm_head.weight`.
@@ -150,6 +146,7 @@ impl Qwen3Model {
             Linear::load(checkpoint, "lm_head", h, vocab, false, format)?
         };
         let rope = RotaryEmbedding::new(&config);
+        let backend = Backend::for_format(format);
         Ok(Qwen3Model {
             config,
             embed_tokens,
@@ -158,8 +155,8 @@ impl Qwen3Model {
             lm_head,
             rope,
             format,
-            kv_dtype: KvDtype::F32,
-            attention_path: AttentionPath::Fused,
+            backend,
+            kv_dtype: backend.default_kv_dtype(),
             prefill_chunk: DEFAULT_PREFILL_CHUNK,
         })
     }
@@ -215,7 +212,8 @@ impl Qwen3Model {
     }
 
     /// As [`forward`](Self::forward); if `attention_maps` is given it receives, per layer, the
-    /// probabilities `[n, num_heads, kv_len]` (slow path, one chunk: for short prompts).
+    /// probabilities `[n, num_heads, kv_len]` (one chunk: for short prompts). Only the reference
+    /// backend materializes them: asked of the fast one, this is an error.
     pub fn forward_with_maps(
         &self,
         tokens: &[u32],
@@ -236,7 +234,8 @@ impl Qwen3Model {
 
     /// As [`forward`](Self::forward), accumulating into `stats[layer]` each layer's attention-sink
     /// share and gate statistics (streamed by the fused kernel: any prompt length) and the largest
-    /// hidden-state activation it leaves in the residual stream.
+    /// hidden-state activation it leaves in the residual stream. Only the fast backend's kernel
+    /// computes them: asked of the reference one, this is an error.
     pub fn forward_with_stats(
         &self,
         tokens: &[u32],
@@ -348,7 +347,7 @@ impl Qwen3Model {
                 n,
                 rope,
                 layer_cache,
-                self.attention_path,
+                self.backend,
                 probe,
                 layer_scratch,
             )?;
@@ -367,8 +366,9 @@ impl Qwen3Model {
             ChunkLogits::All(logits) => (&hidden[..], logits),
         };
         let normed = sized(final_normed, rows.len());
-        self.norm.forward(rows, normed);
-        self.lm_head.forward(normed, rows.len() / h, logits)?;
+        self.norm.forward(rows, normed, self.backend);
+        self.lm_head
+            .forward(normed, rows.len() / h, logits, self.backend)?;
         check_finite(
             logits,
             vocab,

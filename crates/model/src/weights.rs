@@ -6,6 +6,7 @@ use gattn_kernels::matmul::{self, Q8Matrix, WeightMatrix};
 use gattn_kernels::reference;
 use gattn_tensor::{Checkpoint, DType, MappedTensor, bf16};
 
+use crate::backend::Backend;
 use crate::config::Qwen3Config;
 use crate::error::{ModelError, Result};
 use crate::q8_checkpoint::{self, MappedQ8};
@@ -215,65 +216,75 @@ impl Linear {
         })
     }
 
-    /// The weights as the SIMD kernels take them; `None` for f32, which runs the naive reference.
-    fn simd_weights(&self) -> Result<Option<SimdWeights<'_>>> {
+    /// The weights as the SIMD kernels take them.
+    fn simd_weights(&self) -> Result<SimdWeights<'_>> {
         let (k, m) = (self.in_features, self.out_features);
         Ok(match &self.weight {
-            WeightData::F32(_) => None,
-            WeightData::Int8(q) => Some(SimdWeights::InPlace(WeightMatrix::int8(q))),
-            WeightData::Int8Mapped(q) => Some(SimdWeights::MappedInt8(q.matrix()?)),
-            other => Some(SimdWeights::InPlace(WeightMatrix::bf16(
+            WeightData::F32(w) => SimdWeights::InPlace(WeightMatrix::f32(w, m, k)?),
+            WeightData::Int8(q) => SimdWeights::InPlace(WeightMatrix::int8(q)),
+            WeightData::Int8Mapped(q) => SimdWeights::MappedInt8(q.matrix()?),
+            other => SimdWeights::InPlace(WeightMatrix::bf16(
                 other.bf16_slice().expect("bf16 storage"),
                 m,
                 k,
-            )?)),
+            )?),
         })
     }
 
-    /// x: `[n, in_features]` -> y: `[n, out_features]`.
-    /// `--weights f32` runs the naive reference (the oracle); bf16 and int8 the SIMD kernels.
-    pub fn forward(&self, x: &[f32], n: usize, y: &mut [f32]) -> Result<()> {
+    /// x: `[n, in_features]` -> y: `[n, out_features]`, by the SIMD kernels or the naive loops.
+    pub fn forward(&self, x: &[f32], n: usize, y: &mut [f32], backend: Backend) -> Result<()> {
         let bias = self.bias.as_deref();
-        match (&self.weight, self.simd_weights()?) {
-            (_, Some(weights)) => matmul::matmul(&weights.matrix(), x, bias, y)?,
-            (WeightData::F32(w), None) => {
-                reference::matmul_f32(x, w, bias, n, self.in_features, self.out_features, y)
-            }
-            (_, None) => unreachable!("only f32 weights have no SIMD matrix"),
+        match backend {
+            Backend::Fast => matmul::matmul(&self.simd_weights()?.matrix(), x, bias, y)?,
+            Backend::Reference => self.forward_reference(x, n, y)?,
         }
         Ok(())
     }
 
-    /// Several linears of the same input (q, k, v): one read of x, one parallel pass over all
-    /// their weights. `ys[i]` is `[n, linears[i].out_features]`.
+    /// The oracle: `reference::matmul_*` over the weights as stored.
+    fn forward_reference(&self, x: &[f32], n: usize, y: &mut [f32]) -> Result<()> {
+        let bias = self.bias.as_deref();
+        let (k, m) = (self.in_features, self.out_features);
+        match &self.weight {
+            WeightData::F32(w) => reference::matmul_f32(x, w, bias, n, k, m, y),
+            WeightData::Int8(q) => reference::matmul_int8(x, q, bias, n, y),
+            WeightData::Int8Mapped(q) => reference::matmul_int8(x, &q.matrix()?, bias, n, y),
+            other => {
+                let w = other.bf16_slice().expect("bf16 storage");
+                reference::matmul_bf16(x, w, bias, n, k, m, y)
+            }
+        }
+        Ok(())
+    }
+
+    /// Several linears of the same input (q, k, v): on the fast backend one read of x and one
+    /// parallel pass over all their weights. `ys[i]` is `[n, linears[i].out_features]`.
     pub fn forward_shared_input(
         linears: &[&Linear],
         x: &[f32],
         n: usize,
         ys: &mut [&mut [f32]],
+        backend: Backend,
     ) -> Result<()> {
+        if backend == Backend::Reference {
+            for (linear, y) in linears.iter().zip(ys.iter_mut()) {
+                linear.forward_reference(x, n, y)?;
+            }
+            return Ok(());
+        }
         let weights = linears
             .iter()
             .map(|l| l.simd_weights())
-            .collect::<Result<Option<Vec<_>>>>()?;
-        match weights {
-            Some(weights) => {
-                let matrices: Vec<_> = (weights.iter().zip(linears))
-                    .map(|(w, l)| (w.matrix(), l.bias.as_deref()))
-                    .collect();
-                matmul::matmul_shared_input(&matrices, x, ys)?
-            }
-            None => {
-                for (linear, y) in linears.iter().zip(ys.iter_mut()) {
-                    linear.forward(x, n, y)?;
-                }
-            }
-        }
+            .collect::<Result<Vec<_>>>()?;
+        let matrices: Vec<_> = (weights.iter().zip(linears))
+            .map(|(w, l)| (w.matrix(), l.bias.as_deref()))
+            .collect();
+        matmul::matmul_shared_input(&matrices, x, ys)?;
         Ok(())
     }
 
     /// The MLP's first half, `y = silu(x gate^T) * (x up^T)` `[n, out_features]`: fused on the
-    /// SIMD path (both products combined while in cache); the reference computes them apart,
+    /// fast backend (both products combined while in cache); the reference computes them apart,
     /// using `up_scratch`.
     pub fn gate_up_silu(
         gate: &Linear,
@@ -281,20 +292,20 @@ impl Linear {
         x: &[f32],
         n: usize,
         y: &mut [f32],
+        backend: Backend,
         up_scratch: &mut Vec<f32>,
     ) -> Result<()> {
-        match (gate.simd_weights()?, up.simd_weights()?) {
-            (Some(g), Some(u)) if gate.bias.is_none() && up.bias.is_none() => {
-                matmul::gate_up_silu(&g.matrix(), &u.matrix(), x, y)?
-            }
-            _ => {
-                let up_out = crate::scratch::sized(up_scratch, y.len());
-                gate.forward(x, n, y)?;
-                up.forward(x, n, up_out)?;
-                for (g, u) in y.iter_mut().zip(up_out.iter()) {
-                    *g = reference::silu(*g) * u;
-                }
-            }
+        let fused = backend == Backend::Fast && gate.bias.is_none() && up.bias.is_none();
+        if fused {
+            let (g, u) = (gate.simd_weights()?, up.simd_weights()?);
+            matmul::gate_up_silu(&g.matrix(), &u.matrix(), x, y)?;
+            return Ok(());
+        }
+        let up_out = crate::scratch::sized(up_scratch, y.len());
+        gate.forward(x, n, y, backend)?;
+        up.forward(x, n, up_out, backend)?;
+        for (g, u) in y.iter_mut().zip(up_out.iter()) {
+            *g = reference::silu(*g) * u;
         }
         Ok(())
     }

@@ -11,10 +11,10 @@ use gattn_eval::analysis::{
     ColourScale, ModelMaps, head_averaged_maps, parse_layers, token_labels, write_combined_figure,
     write_model_figure,
 };
-use gattn_model::ModelSource;
+use gattn_model::{Backend, ModelSource};
 
 use crate::args::{ModelsArgs, PromptArgs};
-use crate::commands::{init_threads, load_model_as, load_tokenizer, model_dir, prompt_ids};
+use crate::commands::{init_threads, load_model_on, load_tokenizer, model_dir, prompt_ids};
 use crate::npy;
 
 #[derive(Args)]
@@ -52,7 +52,9 @@ pub fn run(args: AttnMapArgs) -> Result<()> {
     let mut all = Vec::new();
     for (source, name) in args.models.models.iter().zip(&names) {
         let dir = model_dir(source)?;
-        let model = load_model_as(&dir, &args.models.load)?;
+        // Only the reference kernels materialize the probabilities; with --kv auto its cache is
+        // f32, so the maps are the model's own, not a bf16 cache's.
+        let model = load_model_on(&dir, &args.models.load, Some(Backend::Reference))?;
         let layers = parse_layers(&args.layers, model.layers.len())
             .with_context(|| format!("model {source}"))?;
         let tokenizer = load_tokenizer(&dir)?;

@@ -7,7 +7,7 @@ use gattn_model::bench::{
     BenchReport, BenchSettings, DepthFill, PAIRED_PROBE_BYTES, PROBE_BYTES, PROBE_PASSES,
     memory_plan,
 };
-use gattn_model::{available_memory, run_bench};
+use gattn_model::{Backend, available_memory, run_bench};
 
 use crate::args::{BenchArgs, DepthFillArg};
 use crate::commands::{load_config, load_model, model_dir};
@@ -40,10 +40,11 @@ pub fn run(args: BenchArgs) -> Result<()> {
     };
     settings.validate(&config)?;
     // Checked before the weights and the cache are allocated, as `run` does.
+    let format = args.model.load.weights.resolve(dir)?;
     memory_plan(
         &config,
-        args.model.load.weights.resolve(dir)?,
-        args.model.load.kv.dtype(),
+        format,
+        args.model.load.kv.resolve(Backend::for_format(format)),
         &settings,
     )
     .check_fits(available_memory(), settings.context())?;

@@ -92,11 +92,12 @@ pub fn run(args: InfoArgs) -> Result<()> {
     );
     println!("params:    {:.2} M", config.parameter_count() as f64 / 1e6);
     println!(
-        "weights:   {} as {}",
+        "weights:   {} as {} ({} backend)",
         gib(model.weight_bytes() as u64),
-        model.format.name()
+        model.format.name(),
+        model.backend.name()
     );
-    let kv = args.kv.dtype();
+    let kv = args.kv.resolve(model.backend);
     println!(
         "kv cache:  {} at --ctx {ctx} ({}; grows in chunks of {} tokens)",
         gib(KvCache::bytes_needed(config, ctx, kv)),

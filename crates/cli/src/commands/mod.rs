@@ -16,15 +16,18 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 
 use gattn_model::{
-    KvDtype, ModelSource, Qwen3Config, Qwen3Model, RopeScaling, Tokenizer, WeightFormat,
+    Backend, KvDtype, ModelSource, Qwen3Config, Qwen3Model, RopeScaling, Tokenizer, WeightFormat,
 };
 use gattn_tensor::Checkpoint;
 
 use crate::args::{KvArg, LoadArgs, ModelArgs, PromptArgs, WeightsArg};
 
 impl KvArg {
-    pub fn dtype(self) -> KvDtype {
+    /// The storage asked for; auto is the backend's own ([`Backend::default_kv_dtype`]: f32 for
+    /// the reference kernels, so that the oracle stays exact, bf16 for the SIMD kernels).
+    pub fn resolve(self, backend: Backend) -> KvDtype {
         match self {
+            KvArg::Auto => backend.default_kv_dtype(),
             KvArg::Bf16 => KvDtype::Bf16,
             KvArg::Int8 => KvDtype::Int8,
             KvArg::F32 => KvDtype::F32,
@@ -82,10 +85,20 @@ pub fn load_model(args: &ModelArgs, dir: &Path) -> Result<Qwen3Model> {
     load_model_as(dir, &args.load)
 }
 
+/// Loads as `load` says, on the backend of its weight format (`--weights f32`: the reference).
 pub fn load_model_as(dir: &Path, load: &LoadArgs) -> Result<Qwen3Model> {
+    load_model_on(dir, load, None)
+}
+
+/// As [`load_model_as`], on `backend` where a command needs one (attention maps come from the
+/// reference kernels only, sink statistics from the fast kernel only).
+pub fn load_model_on(dir: &Path, load: &LoadArgs, backend: Option<Backend>) -> Result<Qwen3Model> {
     let mut model = Qwen3Model::load_as(dir, load.weights.format())
         .with_context(|| format!("cannot load the model in {}", dir.display()))?;
-    model.kv_dtype = load.kv.dtype();
+    if let Some(backend) = backend {
+        model.backend = backend;
+    }
+    model.kv_dtype = load.kv.resolve(model.backend);
     model.prefill_chunk = load.prefill_chunk;
     if let Some(scaling) = rope_scaling(load.rope_scaling.as_deref(), &model.config)? {
         model.set_rope_scaling(scaling);

@@ -15,6 +15,7 @@ use gattn_model::ModelSource;
 
 use crate::args::{KvArg, WeightsArg};
 use crate::commands::{init_threads, model_dir};
+use gattn_model::Backend;
 
 /// `gattn-cpu ruler [OPTIONS] --model DIR --out DIR`, or `gattn-cpu ruler merge|compare ...`.
 #[derive(Args)]
@@ -69,8 +70,8 @@ pub struct RulerRunArgs {
     /// RoPE scaling for lengths beyond the checkpoint: none, linear:F, yarn:F[:ORIGINAL]
     #[arg(long)]
     pub rope_scaling: Option<String>,
-    /// KV-cache storage: bf16 (default), int8 or f32
-    #[arg(long, value_enum, default_value_t = KvArg::Bf16)]
+    /// KV-cache storage: auto (f32 with --weights f32, else bf16), bf16, int8 or f32
+    #[arg(long, value_enum, default_value_t = KvArg::Auto)]
     pub kv: KvArg,
     /// Wrap each task in the model's chat template (tokenizer_config.json) instead of the raw template
     #[arg(long)]
@@ -147,10 +148,11 @@ fn evaluate(args: RulerRunArgs) -> Result<()> {
     };
     init_threads(args.threads)?;
     let dir = model_dir(model)?;
+    let weights = args.weights.resolve(&dir)?;
     let options = RunOptions {
-        weights: args.weights.resolve(&dir)?,
+        weights,
         model_dir: dir,
-        kv: args.kv.dtype(),
+        kv: args.kv.resolve(Backend::for_format(weights)),
         rope_scaling: args.rope_scaling.clone(),
         tasks: TaskName::parse_list(&args.tasks)?,
         lengths: args.lengths.clone(),

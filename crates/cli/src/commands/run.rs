@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use anyhow::{Context, Result, bail};
 
 use gattn_model::{
-    GenerateOptions, MemoryPlan, ModelError, Sampler, SamplingParams, StopReason, TextStream,
-    available_memory, generate,
+    Backend, GenerateOptions, MemoryPlan, ModelError, Sampler, SamplingParams, StopReason,
+    TextStream, available_memory, generate,
 };
 
 use crate::args::{OutputArg, RunArgs, TruncateArg};
@@ -32,7 +32,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     MemoryPlan::new(
         &config,
         format,
-        args.model.load.kv.dtype(),
+        args.model.load.kv.resolve(Backend::for_format(format)),
         ctx,
         prompt.len().min(args.model.load.prefill_chunk),
     )

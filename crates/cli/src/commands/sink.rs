@@ -8,10 +8,10 @@ use anyhow::{Context, Result};
 use clap::Args;
 
 use gattn_eval::analysis::{SinkReport, sink_report, sink_table};
-use gattn_model::{MemoryPlan, available_memory};
+use gattn_model::{Backend, MemoryPlan, available_memory};
 
 use crate::args::{ModelsArgs, PromptArgs};
-use crate::commands::{init_threads, load_model_as, load_tokenizer, model_dir, prompt_ids};
+use crate::commands::{init_threads, load_model_on, load_tokenizer, model_dir, prompt_ids};
 
 #[derive(Args)]
 pub struct SinkArgs {
@@ -35,12 +35,13 @@ pub fn run(args: SinkArgs) -> Result<()> {
         MemoryPlan::new(
             &config,
             args.models.load.weights.resolve(&dir)?,
-            args.models.load.kv.dtype(),
+            args.models.load.kv.resolve(Backend::Fast),
             tokens.len(),
             tokens.len().min(args.models.load.prefill_chunk),
         )
         .check_fits(available_memory(), tokens.len())?;
-        let model = load_model_as(&dir, &args.models.load)?;
+        // The statistics stream out of the fused kernel: the fast backend, whatever the weights.
+        let model = load_model_on(&dir, &args.models.load, Some(Backend::Fast))?;
         let start = Instant::now();
         let report = sink_report(&source.to_string(), &model, &tokens)
             .with_context(|| format!("sink statistics of {source}"))?;

@@ -54,3 +54,32 @@ pub fn matmul_bf16(
         }
     }
 }
+
+/// As [`matmul_f32`] with int8 block weights, each row dequantized (`q * scale`) before its
+/// dot products; the activations stay f32 (the int8 kernels round them to int8 too).
+pub fn matmul_int8(
+    x: &[f32],
+    w: &crate::matmul::Q8Matrix<'_>,
+    bias: Option<&[f32]>,
+    m: usize,
+    y: &mut [f32],
+) {
+    let (n, k) = (w.n(), w.k());
+    assert_eq!(x.len(), m * k, "x must be [m, k]");
+    assert_eq!(y.len(), m * n, "y must be [m, n]");
+    let mut w_row = vec![0.0f32; k];
+    for col in 0..n {
+        for (i, v) in w_row.iter_mut().enumerate() {
+            let (q, scale) = w.get(col, i);
+            *v = q as f32 * scale;
+        }
+        for row in 0..m {
+            let x_row = &x[row * k..(row + 1) * k];
+            let mut acc = 0.0f32;
+            for i in 0..k {
+                acc += x_row[i] * w_row[i];
+            }
+            y[row * n + col] = acc + bias.map_or(0.0, |b| b[col]);
+        }
+    }
+}

@@ -125,11 +125,12 @@ mod tests {
             streamed_weight_bytes(&int8),
             int8.weight_bytes() as u64 - table + row_bf16
         );
+        // int8 weights run the fast backend, whose cache is bf16 unless set.
         let traffic = DecodeTraffic::of_decode(&int8, 100, 4);
         assert_eq!(traffic.total_bytes, traffic.weight_bytes + traffic.kv_bytes);
         assert_eq!(
             traffic.kv_bytes as f64,
-            kv_bytes_read(&config, KvDtype::F32, 102.5)
+            kv_bytes_read(&config, KvDtype::Bf16, 102.5)
         );
     }
 }

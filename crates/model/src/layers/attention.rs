@@ -3,8 +3,9 @@ use gattn_kernels::dispatch::simd_level;
 use gattn_kernels::reference::{self, AttentionShape, GateScores};
 use gattn_tensor::Checkpoint;
 
+use crate::backend::Backend;
 use crate::config::{GateMode, Qwen3Config};
-use crate::error::Result;
+use crate::error::{ModelError, Result};
 use crate::kv_cache::LayerKvCache;
 use crate::layers::norm::RmsNorm;
 use crate::rope::RopeAngles;
@@ -26,22 +27,14 @@ pub struct Attention {
     pub gate: GateMode,
 }
 
-/// Which attention implementation runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AttentionPath {
-    /// The fused streaming-softmax kernel with the gate in its epilogue (SIMD, multi-threaded).
-    Fused,
-    /// Materialized softmax over the dequantized cache, then the gate: the naive oracle.
-    Reference,
-}
-
 /// What a layer reports about its attention besides its output.
 pub enum LayerProbe<'a> {
     None,
-    /// The probabilities `[n, num_heads, kv_len]` (reference path; short prompts only).
+    /// The probabilities `[n, num_heads, kv_len]`: only the reference backend materializes
+    /// them (short prompts only).
     Maps(&'a mut [f32]),
-    /// Sink share and gate statistics, accumulated by the fused kernel without materializing
-    /// probabilities (any prompt length).
+    /// Sink share and gate statistics: only the fused kernel of the fast backend accumulates
+    /// them (without materializing probabilities: any prompt length).
     Stats(&'a mut AttentionStats),
 }
 
@@ -58,14 +51,7 @@ impl Attention {
                 return Ok(None);
             }
             let name = format!("{prefix}.{name}.weight");
-            RmsNorm::load(
-                checkpoint,
-                &name,
-                config.head_dim,
-                config.rms_norm_eps,
-                format,
-            )
-            .map(Some)
+            RmsNorm::load(checkpoint, &name, config.head_dim, config.rms_norm_eps).map(Some)
         };
         Ok(Attention {
             q_proj: Linear::load(
@@ -113,7 +99,8 @@ impl Attention {
 
     /// x: `[n, hidden]` (already normed), the chunk's tokens at positions `cache.len() ..`;
     /// appends their K/V to `cache` and writes `[n, hidden]` to `out`.
-    /// `probe` asks for the attention maps (computed by the reference path) or the kernel's stats.
+    /// `probe` asks for the attention maps (reference backend) or the fused kernel's stats (fast
+    /// backend); asked of the other backend it is an error, not a silent switch.
     #[allow(clippy::too_many_arguments)]
     pub fn forward(
         &self,
@@ -121,7 +108,7 @@ impl Attention {
         n: usize,
         rope: &RopeAngles,
         cache: &mut LayerKvCache,
-        path: AttentionPath,
+        backend: Backend,
         out: &mut [f32],
         probe: LayerProbe<'_>,
         scratch: &mut AttentionScratch,
@@ -144,6 +131,7 @@ impl Attention {
             x,
             n,
             &mut [&mut *q_proj_out, &mut *keys, &mut *values],
+            backend,
         )?;
 
         // 2. Separate the gate scores from the queries: [n, q_dim] and [n, num_heads * s].
@@ -159,7 +147,7 @@ impl Attention {
             let (cos, sin) = (rope.cos(t), rope.sin(t));
             for head in row.chunks_exact_mut(head_dim) {
                 if let Some(norm) = norm {
-                    norm.forward_row_in_place(head);
+                    norm.forward_row_in_place(head, backend);
                 }
                 reference::apply_rope_rotate_half(head, cos, sin);
             }
@@ -178,32 +166,68 @@ impl Attention {
             GateMode::Elementwise => GateScores::Elementwise(gate_scores),
         };
         let attn_out = sized(&mut scratch.attn_out, n * q_dim);
-        let (probs_out, stats) = match probe {
-            LayerProbe::None => (None, None),
-            LayerProbe::Maps(maps) => (Some(maps), None),
-            LayerProbe::Stats(stats) => (None, Some(stats)),
-        };
-        if stats.is_some() || (path == AttentionPath::Fused && probs_out.is_none()) {
-            // The gate is applied in the kernel's epilogue.
-            attention::attend(
-                simd_level(),
+        match (backend, probe) {
+            (Backend::Fast, LayerProbe::None) => {
+                self.attend_fused(queries, q_start, n, cache, gate, attn_out, None)?
+            }
+            (Backend::Fast, LayerProbe::Stats(stats)) => {
+                self.attend_fused(queries, q_start, n, cache, gate, attn_out, Some(stats))?
+            }
+            (Backend::Reference, LayerProbe::None) => {
+                reference_attention(self.shape, queries, q_start, n, cache, gate, attn_out, None)
+            }
+            (Backend::Reference, LayerProbe::Maps(maps)) => reference_attention(
                 self.shape,
                 queries,
                 q_start,
                 n,
-                &cache.storage,
+                cache,
                 gate,
                 attn_out,
-                stats,
-            )?;
-        } else {
-            reference_attention(
-                self.shape, queries, q_start, n, cache, gate, attn_out, probs_out,
-            );
+                Some(maps),
+            ),
+            (Backend::Fast, LayerProbe::Maps(_)) => {
+                return Err(ModelError::ProbeNeedsBackend {
+                    probe: "attention maps",
+                    backend: Backend::Reference,
+                });
+            }
+            (Backend::Reference, LayerProbe::Stats(_)) => {
+                return Err(ModelError::ProbeNeedsBackend {
+                    probe: "attention statistics",
+                    backend: Backend::Fast,
+                });
+            }
         }
 
         // 5. o_proj: [n, q_dim] -> [n, hidden].
-        self.o_proj.forward(attn_out, n, out)?;
+        self.o_proj.forward(attn_out, n, out, backend)?;
+        Ok(())
+    }
+
+    /// The fused streaming-softmax kernel, the gate applied in its epilogue.
+    #[allow(clippy::too_many_arguments)]
+    fn attend_fused(
+        &self,
+        queries: &[f32],
+        q_start: usize,
+        n: usize,
+        cache: &LayerKvCache,
+        gate: GateScores<'_>,
+        attn_out: &mut [f32],
+        stats: Option<&mut AttentionStats>,
+    ) -> Result<()> {
+        attention::attend(
+            simd_level(),
+            self.shape,
+            queries,
+            q_start,
+            n,
+            &cache.storage,
+            gate,
+            attn_out,
+            stats,
+        )?;
         Ok(())
     }
 

@@ -1,9 +1,10 @@
 use gattn_tensor::Checkpoint;
 
+use crate::backend::Backend;
 use crate::config::Qwen3Config;
 use crate::error::Result;
 use crate::kv_cache::LayerKvCache;
-use crate::layers::attention::{AttentionPath, LayerProbe};
+use crate::layers::attention::LayerProbe;
 use crate::layers::{Attention, Mlp, RmsNorm};
 use crate::rope::RopeAngles;
 use crate::rows::for_each_row_mut;
@@ -34,7 +35,6 @@ impl DecoderLayer {
                 &format!("{prefix}.input_layernorm.weight"),
                 h,
                 eps,
-                format,
             )?,
             self_attn: Attention::load(checkpoint, &format!("{prefix}.self_attn"), config, format)?,
             post_attention_layernorm: RmsNorm::load(
@@ -42,7 +42,6 @@ impl DecoderLayer {
                 &format!("{prefix}.post_attention_layernorm.weight"),
                 h,
                 eps,
-                format,
             )?,
             mlp: Mlp::load(checkpoint, &format!("{prefix}.mlp"), config, format)?,
         })
@@ -56,7 +55,7 @@ impl DecoderLayer {
         n: usize,
         rope: &RopeAngles,
         cache: &mut LayerKvCache,
-        path: AttentionPath,
+        backend: Backend,
         probe: LayerProbe<'_>,
         scratch: &mut LayerScratch,
     ) -> Result<()> {
@@ -65,13 +64,13 @@ impl DecoderLayer {
         let update = sized(&mut scratch.update, hidden.len());
 
         // h = h + Attention(RMSNorm(h))
-        self.input_layernorm.forward(hidden, normed);
+        self.input_layernorm.forward(hidden, normed, backend);
         self.self_attn.forward(
             normed,
             n,
             rope,
             cache,
-            path,
+            backend,
             update,
             probe,
             &mut scratch.attention,
@@ -79,8 +78,10 @@ impl DecoderLayer {
         add_in_place(hidden, update, hidden_size);
 
         // h = h + MLP(RMSNorm(h))
-        self.post_attention_layernorm.forward(hidden, normed);
-        self.mlp.forward(normed, n, update, &mut scratch.mlp)?;
+        self.post_attention_layernorm
+            .forward(hidden, normed, backend);
+        self.mlp
+            .forward(normed, n, update, backend, &mut scratch.mlp)?;
         add_in_place(hidden, update, hidden_size);
         Ok(())
     }

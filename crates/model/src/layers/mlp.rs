@@ -1,5 +1,6 @@
 use gattn_tensor::Checkpoint;
 
+use crate::backend::Backend;
 use crate::config::Qwen3Config;
 use crate::error::Result;
 use crate::scratch::{MlpScratch, sized};
@@ -55,6 +56,7 @@ impl Mlp {
         x: &[f32],
         n: usize,
         out: &mut [f32],
+        backend: Backend,
         scratch: &mut MlpScratch,
     ) -> Result<()> {
         // a = silu(gate_proj(x)) * up_proj(x): [n, intermediate]
@@ -65,10 +67,11 @@ impl Mlp {
             x,
             n,
             activation,
+            backend,
             &mut scratch.up,
         )?;
         // out = down_proj(a): [n, hidden]
-        self.down_proj.forward(activation, n, out)
+        self.down_proj.forward(activation, n, out, backend)
     }
 
     pub fn bytes(&self) -> usize {
