@@ -52,7 +52,7 @@ impl Int8Queries {
             let out = &mut queries.bytes[r * row_bytes..][..head_dim];
             let mut sum = 0i32;
             for (byte, &v) in out.iter_mut().zip(x) {
-                // The K cache's own rounding (round half away from zero, clamped to +-127).
+                // The K cache's own rounding (ties to even, clamped to +-127).
                 let rounded = quantize_int8(v * factor, inverse);
                 sum += rounded;
                 *byte = rounded as i8 as u8;

@@ -100,9 +100,11 @@ fn max_abs(x: &[f32]) -> f32 {
         .fold(0.0f32, |m, v| m.max(v.abs()))
 }
 
+/// `x / scale` rounded to the nearest integer, ties to even (the rule of the vector conversions
+/// and of the matmul activations' `quantize`), clamped to +-127.
 #[inline(always)]
 pub(super) fn quantize_int8(x: f32, inverse_scale: f32) -> i32 {
-    (x * inverse_scale).round().clamp(-127.0, 127.0) as i32
+    (x * inverse_scale).round_ties_even().clamp(-127.0, 127.0) as i32
 }
 
 /// The definition of a stored row, one value at a time (the oracle of [`encode_row`]).
@@ -159,6 +161,30 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn int8_rows_round_ties_to_even_as_the_activations_do() {
+        // max |x| = 127: the scale is 1, and each x.5 is an exact tie.
+        let x = [127.0, 2.5, -2.5, 3.5, -3.5, 0.5, -0.5, 126.5];
+        let mut words = vec![0u32; KvDtype::Int8.row_words(x.len())];
+        let scale = encode_row_reference(KvDtype::Int8, &x, &mut words);
+        assert_eq!(scale, 1.0);
+        let stored: Vec<i32> = words
+            .iter()
+            .flat_map(|w| w.to_le_bytes())
+            .take(x.len())
+            .map(|b| b as i32 - 128)
+            .collect();
+        assert_eq!(stored, [127, 2, -2, 4, -4, 0, 0, 126]);
+        let activations = crate::matmul::quantize_activations(&x, 1, x.len());
+        let rounded: Vec<i32> = (0..x.len())
+            .map(|c| activations.get(0, c).0 as i32)
+            .collect();
+        assert_eq!(
+            rounded, stored,
+            "one rounding rule for the cache and the activations"
+        );
     }
 
     #[test]

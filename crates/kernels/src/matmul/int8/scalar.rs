@@ -18,8 +18,10 @@ pub fn group_dot(packed: &[u8], scales: &[f32], x: ActRow<'_>) -> [f32; ROWS] {
                 }
             }
         }
+        // Fused, as the vector epilogues are (`fma(dot, w_scale * x_scale, acc)`): the same
+        // roundings at every level, so int8 results do not depend on the level.
         for r in 0..ROWS {
-            acc[r] += dot[r] as f32 * (scales[b * ROWS + r] * x.scales[b]);
+            acc[r] = (dot[r] as f32).mul_add(scales[b * ROWS + r] * x.scales[b], acc[r]);
         }
     }
     acc
