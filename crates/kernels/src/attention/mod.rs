@@ -5,7 +5,6 @@
 //!   (`int8_queries`; [`queries_as_used`] gives references the same queries).
 //! - [`prefill`]: a causal chunk of queries; [`decode`]: one query, sequence split across threads.
 //! - [`AttentionStats`]: optional sink-share and gate accumulators, computed in the kernel.
-//! - [`attention_maps`]: the slow path returning full probability rows (analysis of short prompts).
 //!
 //! Files: `microkernel` (SIMD inner loops, generic over pulp), `layout` (their lane order),
 //! `int8_queries` (int8 query rows, and their VNNI score kernel),
@@ -21,7 +20,6 @@ mod int8_queries;
 pub mod kv;
 mod kv_encode;
 mod layout;
-mod maps;
 mod microkernel;
 mod prefetch;
 mod prefill;
@@ -33,7 +31,6 @@ pub use decode::{decode, decode_parts, decode_with_parts};
 pub use dispatch::int8_scores_use_vnni;
 pub use int8_queries::queries_as_used;
 pub use kv::{KvDtype, KvError, KvHeadView, KvLayer};
-pub use maps::attention_maps;
 pub use prefill::prefill;
 pub use stats::AttentionStats;
 
