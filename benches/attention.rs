@@ -7,7 +7,7 @@
 //!
 //! Criterion prints its own estimates; the summary lines (`summary: ...`) use the median of a
 //! short timed loop run right after, so ratios compare numbers taken moments apart on this shared,
-//! noisy machine. `ATTN_BENCH_DTYPES=bf16,int8,f32` picks dtypes (default bf16,int8).
+//! noisy machine. `GATTN_BENCH_ATTN_DTYPES=bf16,int8,f32` picks dtypes (default bf16,int8).
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use gattn_benches::median_seconds;
@@ -53,16 +53,16 @@ fn layer(dtype: KvDtype, tokens: usize) -> KvLayer {
 }
 
 fn dtypes() -> Vec<KvDtype> {
-    std::env::var("ATTN_BENCH_DTYPES")
+    std::env::var("GATTN_BENCH_ATTN_DTYPES")
         .unwrap_or_else(|_| "bf16,int8".into())
         .split(',')
         .filter_map(KvDtype::parse)
         .collect()
 }
 
-/// `ATTN_BENCH_ONLY=decode,gate,prefill` runs only those parts (default: all).
+/// `GATTN_BENCH_ATTN_ONLY=decode,gate,prefill` runs only those parts (default: all).
 fn wanted(part: &str) -> bool {
-    std::env::var("ATTN_BENCH_ONLY").map_or(true, |only| only.split(',').any(|p| p == part))
+    std::env::var("GATTN_BENCH_ATTN_ONLY").map_or(true, |only| only.split(',').any(|p| p == part))
 }
 
 fn pool() -> rayon::ThreadPool {

@@ -8,7 +8,7 @@
 //! so). The cache is filled with synthetic keys and values rather than by a prefill: a decode
 //! step's cost does not depend on their values, and a 4096-token prefill would take minutes here.
 //! After each step the cache is truncated back, so every step sees the same depth.
-//! `DECODE_BENCH_WEIGHTS=bf16,int8` and `DECODE_BENCH_DEPTHS=512,4096` pick the cases.
+//! `GATTN_BENCH_DECODE_WEIGHTS=bf16,int8` and `GATTN_BENCH_DECODE_DEPTHS=512,4096` pick the cases.
 //! `cargo bench -p gattn-benches --bench decode`
 
 use std::path::PathBuf;
@@ -45,8 +45,12 @@ fn main() {
     let _ = rayon::ThreadPoolBuilder::new()
         .num_threads(THREADS)
         .build_global();
-    let formats = list_from_env("DECODE_BENCH_WEIGHTS", "bf16,int8", WeightFormat::parse);
-    let depths = list_from_env("DECODE_BENCH_DEPTHS", "512,4096", |s| s.parse().ok());
+    let formats = list_from_env(
+        "GATTN_BENCH_DECODE_WEIGHTS",
+        "bf16,int8",
+        WeightFormat::parse,
+    );
+    let depths = list_from_env("GATTN_BENCH_DECODE_DEPTHS", "512,4096", |s| s.parse().ok());
     let (dir, _temp) = checkpoint();
     let mut criterion = Criterion::default().configure_from_args();
     let mut summary = Vec::new();

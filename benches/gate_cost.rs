@@ -8,8 +8,9 @@
 //!
 //! Checkpoints: `GATTN_BENCH_GATE_MODELS=none=DIR,headwise=DIR,elementwise=DIR` (e.g. three
 //! `gattn-cpu init --preset qwen3-1.7b --dtype bf16 --gate G` directories), or else random ones
-//! written once to a temporary directory (~10 GB, a few minutes). `GATE_BENCH_WEIGHTS` (bf16),
-//! `GATE_BENCH_DEPTH` (synthetic cached tokens, 512) and `GATE_BENCH_ROUNDS` (40) set the case.
+//! written once to a temporary directory (~10 GB, a few minutes). `GATTN_BENCH_GATE_WEIGHTS`
+//! (bf16), `GATTN_BENCH_GATE_DEPTH` (synthetic cached tokens, 512) and `GATTN_BENCH_GATE_ROUNDS`
+//! (40) set the case.
 //! `cargo bench -p gattn-benches --bench gate_cost`
 
 use std::path::{Path, PathBuf};
@@ -77,12 +78,12 @@ fn main() {
         .num_threads(THREADS)
         .build_global();
     let format = env_or(
-        "GATE_BENCH_WEIGHTS",
+        "GATTN_BENCH_GATE_WEIGHTS",
         WeightFormat::Bf16,
         WeightFormat::parse,
     );
-    let depth = env_or("GATE_BENCH_DEPTH", 512, |s| s.parse().ok());
-    let rounds = env_or("GATE_BENCH_ROUNDS", 40, |s| s.parse().ok()).max(1);
+    let depth = env_or("GATTN_BENCH_GATE_DEPTH", 512, |s| s.parse().ok());
+    let rounds = env_or("GATTN_BENCH_GATE_ROUNDS", 40, |s| s.parse().ok()).max(1);
     let (dirs, _temp) = checkpoints();
     let models = dirs.each_ref().map(|dir| load(dir, format));
     let mut cases = models

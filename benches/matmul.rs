@@ -431,10 +431,10 @@ fn main() {
     let bw_before = measure_read_bandwidth_gbps(THREADS);
     let peaks = Peaks::measure();
     let mut summary = Summary { lines: Vec::new() };
-    let filter_matmat = std::env::var("MATMUL_BENCH")
+    let filter_matmat = std::env::var("GATTN_BENCH_MATMUL")
         .map(|v| v == "matvec")
         .unwrap_or(false);
-    let filter_matvec = std::env::var("MATMUL_BENCH")
+    let filter_matvec = std::env::var("GATTN_BENCH_MATMUL")
         .map(|v| v == "matmat")
         .unwrap_or(false);
     if !filter_matvec {

@@ -193,7 +193,17 @@ fn read_f32_npy(path: &Path) -> (Vec<usize>, Vec<f32>) {
 fn info_describes_the_machine_and_the_model() {
     let o = gattn_cpu(&["info"]);
     expect_exit(&o, 0);
-    assert!(stdout(&o).contains("simd:"));
+    let text = stdout(&o);
+    assert!(text.contains("simd:"), "{text}");
+    // The kernel table, one line an operation.
+    for operation in [
+        "f32 mat-vec",
+        "bf16 mat-mat",
+        "int8 mat-mat",
+        "int8 kv scores",
+    ] {
+        assert!(text.contains(operation), "{text}");
+    }
     let dir = init_tiny("headwise");
     let o = gattn_cpu(&["info", "-m", dir.path().to_str().unwrap(), "-c", "1024"]);
     expect_exit(&o, 0);

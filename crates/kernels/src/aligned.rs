@@ -1,7 +1,6 @@
 //! Buffers that start on a cache line. A 64-byte vector load or AMX tile row read from a buffer
-//! with the allocator's 16-byte alignment touches two lines, not one: the bf16 mat-vec ran 4%
-//! slower in a build where its activations happened to land that way (6.4 against 6.7 tok/s
-//! decode, alternated, same machine code).
+//! with the allocator's 16-byte alignment touches two lines, not one, which made the bf16
+//! mat-vec measurably slower in builds where its activations happened to land that way.
 
 /// A value aligned to a cache line (for stack arrays: tile staging, result tiles).
 #[derive(Debug, Clone, Copy, Default)]
@@ -93,6 +92,7 @@ impl<T: bytemuck::Pod> std::ops::DerefMut for LineVec<T> {
 
 // SAFETY: a Line is 64 plain bytes, size 64 = its alignment: no padding, any bit pattern valid.
 unsafe impl bytemuck::Zeroable for Line {}
+// SAFETY: as for Zeroable (and a Line is Copy and 'static).
 unsafe impl bytemuck::Pod for Line {}
 
 #[cfg(test)]

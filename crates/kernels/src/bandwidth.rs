@@ -92,9 +92,8 @@ impl ReadProbe {
 
 /// Sums a slice with the widest loads the CPU has (whatever level the kernels are forced to: the
 /// probe measures the machine). Why not plain Rust: compiled for baseline x86-64 it issues
-/// 16-byte loads, and on a Xeon those stream only 14-15 GB/s where 64-byte loads stream 23-24
-/// (a C loop of each, 2 threads, side by side; this probe read 18-20 before and 22-23 after the
-/// change), which made every roofline ratio look better than it was.
+/// 16-byte loads, which stream markedly slower than 64-byte loads on some CPUs, and that made
+/// every roofline ratio look better than it was.
 fn sum_words(words: &[u64]) -> u64 {
     #[cfg(target_arch = "x86_64")]
     {
@@ -124,8 +123,7 @@ fn sum_words_portable(words: &[u64]) -> u64 {
 }
 
 /// Four 64-byte loads an iteration into four accumulators. Intrinsics, because the portable loop
-/// inlined under `target_feature(enable = "avx512f")` compiles to code that read 16.5-18.6 GB/s
-/// where this reads 22-23 (same host, same minutes).
+/// inlined under `target_feature(enable = "avx512f")` compiles to code that streams slower.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 fn sum_words_avx512(words: &[u64]) -> u64 {
@@ -195,11 +193,8 @@ mod tests {
             #[cfg(target_arch = "x86_64")]
             if std::arch::is_x86_feature_detected!("avx2") {
                 // SAFETY: AVX2 checked.
-                assert_eq!(
-                    unsafe { sum_words_avx2(slice) },
-                    expected,
-                    "avx2, len {len}"
-                );
+                let sum = unsafe { sum_words_avx2(slice) };
+                assert_eq!(sum, expected, "avx2, len {len}");
             }
         }
     }

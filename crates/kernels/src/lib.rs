@@ -2,11 +2,14 @@
 //!
 //! - `reference`: plain, obviously-correct f32 loops. The reference forward pass uses only these,
 //!   and every fast kernel has a proptest comparing it with its reference.
-//! - `dispatch`: the one place that decides, once at start-up, which SIMD level runs.
+//! - `dispatch`: the one place that decides, once at start-up, which SIMD level runs, and the
+//!   kernel table resolved for it (which kernel runs each operation).
 //! - `matmul`, `attention`, `activations`, `norm`: the fast kernels (microkernels, packing/blocking
 //!   and dispatch kept apart).
 //! - `parallel`: the kernels' parallel loops, and the spinning team a decode step runs them on.
 //! - `bandwidth`: the read-bandwidth probe that speeds are reported against (the roofline).
+
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod activations;
 mod aligned;
@@ -19,4 +22,4 @@ pub mod parallel;
 pub mod reference;
 mod simd_math;
 
-pub use dispatch::SimdLevel;
+pub use dispatch::{KernelTable, SimdLevel};

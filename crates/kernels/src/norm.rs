@@ -1,7 +1,7 @@
 //! Fast RMSNorm (pulp, every SIMD level), checked against `reference::norm`.
 //!
 //! The reference sums the squares in one chain, a dependent add per value; over the hidden and
-//! per-head norms of a 512-token prefill that was ~3% of an int8 prefill. Here the sum runs in
+//! per-head norms of a prefill that was a visible share of it. Here the sum runs in
 //! four vector accumulators (a different order: equal to the reference within f32 rounding).
 
 use pulp::{Simd, WithSimd};

@@ -4,10 +4,9 @@
 //! A decode step is about 140 short parallel loops (five a layer: the q/k/v(+gate) projections,
 //! attention, o_proj, gate/up, down), each well under a millisecond. Between two rayon loops the
 //! idle workers go to sleep, and waking them (a futex and an inter-processor interrupt, slow in
-//! a VM) kept one of the 2 threads idle about 13% of a decode step on the test host (`perf stat`:
-//! 1.74 CPUs used, ~700 context switches a token). Inside [`with_spinning_workers`] the pool's
-//! other workers spin, waiting for the loops that the calling thread posts; outside it the loops
-//! are plain rayon loops (prefill's loops are long enough for rayon's sleeping to cost nothing).
+//! a VM) left threads idle for a noticeable share of a decode step. Inside
+//! [`with_spinning_workers`] the pool's other workers spin, waiting for the loops that the
+//! calling thread posts; outside it the loops are plain rayon loops (prefill's loops are long enough for rayon's sleeping to cost nothing).
 
 use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
@@ -69,12 +68,27 @@ thread_local! {
 }
 
 /// Marks this thread as `team`'s leader; on drop (also when `f` panics) lets the helpers go.
+///
+/// Why the `&'static Team` in [`TEAM`] never outlives the team:
+/// - The team is a local of [`with_spinning_workers`]. The guard is made inside the
+///   `rayon::scope` closure and dropped at its end, on return and on unwind alike, so before the
+///   scope (which also joins every helper) returns and the team is dropped.
+/// - Only the leader's thread holds the reference, and only while the guard lives: `drop`
+///   clears it, and [`Team::run`] (reached only through it, on this thread) takes it out for the
+///   loop and puts it back before returning or re-raising a body's panic.
+/// - No one copies it out: `for_each` and `map` use it for the duration of one loop, and the
+///   helpers borrow the team through the scope, not through [`TEAM`].
+/// - A loop's body pointer is valid until `done == n`, which the leader waits for; a body that
+///   panics is caught and still counted, so the wait ends.
+///
+/// `a_dangling_team_is_never_left_behind` runs many short teams whose bodies and leaders panic
+/// and checks that no reference survives one.
 struct Leading<'t>(&'t Team);
 
 impl<'t> Leading<'t> {
     fn start(team: &'t Team) -> Self {
         // SAFETY: the reference is removed in `drop`, before `team` (owned by the caller of
-        // `with_spinning_workers`, which outlives this guard) goes away.
+        // `with_spinning_workers`, which outlives this guard) goes away (see above).
         let team_static: &'static Team = unsafe { &*(team as *const Team) };
         TEAM.with(|t| t.set(Some(team_static)));
         team.leader
@@ -304,6 +318,35 @@ mod tests {
             assert_eq!(finished.load(Ordering::Relaxed), 99);
             // The pool is still usable afterwards.
             with_spinning_workers(|| for_each(10, |_| {}));
+        });
+    }
+
+    /// Many short teams, some of whose bodies or leaders panic: after each, the leading thread
+    /// holds no team (a later loop would otherwise run on a freed one) and is no helper.
+    #[test]
+    fn a_dangling_team_is_never_left_behind() {
+        pool(2).install(|| {
+            for round in 0..300usize {
+                let body_panics = round % 11 < 8;
+                let leader_panics = round.is_multiple_of(3);
+                let result = catch_unwind(AssertUnwindSafe(|| {
+                    with_spinning_workers(|| {
+                        for_each(8, |i| assert!(i != round % 11, "body {i} of round {round}"));
+                        assert!(!leader_panics, "leader of round {round}");
+                    })
+                }));
+                assert_eq!(
+                    result.is_err(),
+                    body_panics || leader_panics,
+                    "round {round}"
+                );
+                assert!(
+                    TEAM.with(Cell::get).is_none(),
+                    "round {round} left its team"
+                );
+                assert!(!HELPING.with(Cell::get), "round {round}");
+                for_each(4, |_| {});
+            }
         });
     }
 }

@@ -1,4 +1,4 @@
-//! int8 weights give the same bits at every SIMD level: every level rounds the activations with
+//! int8 weights give the same bits with every kernel table (every SIMD level, AMX or not): every level rounds the activations with
 //! one rule, sums each block of 64 in integers (exact) and folds the blocks in with the same
 //! fused multiply-add, in the same order.
 
@@ -6,8 +6,8 @@
 mod common;
 
 use common::{rng, values};
-use gattn_kernels::SimdLevel;
 use gattn_kernels::matmul::{Q8Matrix, WeightMatrix, matmul_at};
+use gattn_kernels::{KernelTable, SimdLevel};
 use proptest::prelude::*;
 
 proptest! {
@@ -27,14 +27,14 @@ proptest! {
         let bias = values(n, 0.5, &mut rng);
         let q = Q8Matrix::quantize_f32(&w, n, k).unwrap();
         let weights = WeightMatrix::int8(&q);
-        let run = |level: SimdLevel| {
+        let run = |table: &KernelTable| {
             let mut y = vec![f32::NAN; m * n];
-            matmul_at(level, &weights, &x, Some(&bias), &mut y).unwrap();
+            matmul_at(table, &weights, &x, Some(&bias), &mut y).unwrap();
             y.iter().map(|v| v.to_bits()).collect::<Vec<u32>>()
         };
-        let scalar = run(SimdLevel::Scalar);
-        for level in SimdLevel::all_supported() {
-            prop_assert_eq!(&run(level), &scalar, "{} differs from scalar", level);
+        let scalar = run(KernelTable::for_level(SimdLevel::Scalar).unwrap());
+        for table in KernelTable::all_supported() {
+            prop_assert_eq!(&run(table), &scalar, "{} differs from scalar", table);
         }
     }
 }

@@ -3,9 +3,9 @@
 #[path = "matmul_common/mod.rs"]
 mod common;
 
-use common::{abs_dot, order_tolerance, rng, shapes, values};
-use gattn_kernels::SimdLevel;
-use gattn_kernels::matmul::{MatmulError, WeightMatrix, bf16_rounds_activations, matmul_at};
+use common::{abs_dot, order_tolerance, rng, scalar, shapes, values};
+use gattn_kernels::dispatch::KernelTable;
+use gattn_kernels::matmul::{MatmulError, WeightMatrix, matmul_at};
 use gattn_kernels::reference::matmul::{matmul_bf16, matmul_f32};
 use half::bf16;
 use proptest::prelude::*;
@@ -24,13 +24,13 @@ proptest! {
         matmul_f32(&x, &w, bias.as_deref(), m, k, n, &mut expected);
         let scale = abs_dot(&x, &w, m, k, n);
         let weights = WeightMatrix::f32(&w, n, k).unwrap();
-        for level in SimdLevel::all_supported() {
+        for table in KernelTable::all_supported() {
             let mut y = vec![f32::NAN; m * n];
-            matmul_at(level, &weights, &x, bias.as_deref(), &mut y).unwrap();
+            matmul_at(table, &weights, &x, bias.as_deref(), &mut y).unwrap();
             for i in 0..m * n {
                 let tol = order_tolerance(k, scale[i]);
                 prop_assert!((y[i] - expected[i]).abs() <= tol,
-                    "{level} m={m} k={k} n={n} at {i}: {} vs {} (tol {tol})", y[i], expected[i]);
+                    "{table} m={m} k={k} n={n} at {i}: {} vs {} (tol {tol})", y[i], expected[i]);
             }
         }
     }
@@ -41,24 +41,24 @@ proptest! {
         let mut rng = rng(seed);
         let x = values(m * k, 1.0, &mut rng);
         let w: Vec<bf16> = values(n * k, 0.5, &mut rng).into_iter().map(bf16::from_f32).collect();
-        for level in SimdLevel::all_supported() {
-            check_bf16(level, &x, &w, m, k, n)?;
+        for table in KernelTable::all_supported() {
+            check_bf16(table, &x, &w, m, k, n)?;
         }
     }
 
     /// The dot-product kernel's tails: token tiles of 6 (m = 2..13), 4-row tiles (odd n) and
-    /// k not a multiple of 32, at the level that runs it.
+    /// k not a multiple of 32, with the table that runs it.
     #[test]
     fn bf16_dot_kernel_tails(m in 2usize..=13, k in 1usize..=200, n in 1usize..=40, seed: u64) {
         let mut rng = rng(seed);
         let x = values(m * k, 1.0, &mut rng);
         let w: Vec<bf16> = values(n * k, 0.5, &mut rng).into_iter().map(bf16::from_f32).collect();
-        for level in SimdLevel::all_supported() {
-            check_bf16(level, &x, &w, m, k, n)?;
+        for table in KernelTable::all_supported() {
+            check_bf16(table, &x, &w, m, k, n)?;
         }
     }
 
-    /// The AMX tile kernel's shapes (where AMX runs: k a multiple of 32, m > 1): several pairs
+    /// The AMX tile kernel's shapes (in the AMX table: k a multiple of 32, m > 1): several pairs
     /// of 16-token tiles and a ragged last one, strips of 32 rows with a short last strip.
     #[test]
     fn bf16_amx_tiles(m in 2usize..=80, k32 in 1usize..=24, n in 1usize..=100, seed: u64) {
@@ -66,18 +66,18 @@ proptest! {
         let mut rng = rng(seed);
         let x = values(m * k, 1.0, &mut rng);
         let w: Vec<bf16> = values(n * k, 0.5, &mut rng).into_iter().map(bf16::from_f32).collect();
-        for level in SimdLevel::all_supported() {
-            check_bf16(level, &x, &w, m, k, n)?;
+        for table in KernelTable::all_supported() {
+            check_bf16(table, &x, &w, m, k, n)?;
         }
     }
 }
 
-/// bf16 weights at `level` against the reference. Where the level rounds the activations to
-/// bf16 (AVX512-BF16), against the reference on the rounded x within the
+/// bf16 weights with `table`'s kernels against the reference. Where the table rounds the
+/// activations to bf16 (AVX512-BF16), against the reference on the rounded x within the
 /// accumulation-order tolerance, and against f32 x within what rounding x implies: each
 /// |x - round(x)| <= 2^-8 |x|, so the sums differ by at most 2^-8 sum |x w|.
 fn check_bf16(
-    level: SimdLevel,
+    table: &KernelTable,
     x: &[f32],
     w: &[bf16],
     m: usize,
@@ -88,10 +88,10 @@ fn check_bf16(
     let scale = abs_dot(x, &w_f32, m, k, n);
     let weights = WeightMatrix::bf16(w, n, k).unwrap();
     let mut y = vec![f32::NAN; m * n];
-    matmul_at(level, &weights, x, None, &mut y).unwrap();
+    matmul_at(table, &weights, x, None, &mut y).unwrap();
     let mut exact_x = vec![0.0; m * n];
     matmul_bf16(x, w, None, m, k, n, &mut exact_x);
-    let rounds = bf16_rounds_activations(level);
+    let rounds = table.bf16_rounds_activations();
     let expected = if rounds {
         let x_rounded: Vec<f32> = x.iter().map(|v| bf16::from_f32(*v).to_f32()).collect();
         let mut e = vec![0.0; m * n];
@@ -104,14 +104,14 @@ fn check_bf16(
         let tol = order_tolerance(k, scale[i]);
         prop_assert!(
             (y[i] - expected[i]).abs() <= tol,
-            "{level} m={m} k={k} n={n} at {i}: {} vs {} (tol {tol})",
+            "{table} m={m} k={k} n={n} at {i}: {} vs {} (tol {tol})",
             y[i],
             expected[i]
         );
         let rounding = scale[i] / 256.0 + tol;
         prop_assert!(
             (y[i] - exact_x[i]).abs() <= rounding,
-            "{level} m={m} k={k} n={n} at {i}: {} vs f32-x {} (bound {rounding})",
+            "{table} m={m} k={k} n={n} at {i}: {} vs f32-x {} (bound {rounding})",
             y[i],
             exact_x[i]
         );
@@ -129,8 +129,8 @@ fn bf16_qwen3_shapes() {
             .into_iter()
             .map(bf16::from_f32)
             .collect();
-        for level in SimdLevel::all_supported() {
-            check_bf16(level, &x, &w, m, k, n).unwrap();
+        for table in KernelTable::all_supported() {
+            check_bf16(table, &x, &w, m, k, n).unwrap();
         }
     }
 }
@@ -145,30 +145,12 @@ fn shape_errors_are_reported_not_panicked() {
     let weights = WeightMatrix::f32(&w, 3, 2).unwrap();
     let mut y = vec![0.0; 3];
     assert!(matches!(
-        matmul_at(SimdLevel::Scalar, &weights, &[1.0; 3], None, &mut y),
+        matmul_at(scalar(), &weights, &[1.0; 3], None, &mut y),
         Err(MatmulError::RaggedInput { .. })
     ));
     let mut y_short = vec![0.0; 2];
-    assert!(matmul_at(SimdLevel::Scalar, &weights, &[1.0; 2], None, &mut y_short).is_err());
-    assert!(
-        matmul_at(
-            SimdLevel::Scalar,
-            &weights,
-            &[1.0; 2],
-            Some(&[0.0; 2]),
-            &mut y
-        )
-        .is_err()
-    );
-    assert!(
-        matmul_at(
-            SimdLevel::Scalar,
-            &weights,
-            &[1.0; 2],
-            Some(&[0.5; 3]),
-            &mut y
-        )
-        .is_ok()
-    );
+    assert!(matmul_at(scalar(), &weights, &[1.0; 2], None, &mut y_short).is_err());
+    assert!(matmul_at(scalar(), &weights, &[1.0; 2], Some(&[0.0; 2]), &mut y).is_err());
+    assert!(matmul_at(scalar(), &weights, &[1.0; 2], Some(&[0.5; 3]), &mut y).is_ok());
     assert_eq!(y, vec![0.5; 3]);
 }

@@ -3,8 +3,8 @@
 #[path = "matmul_common/mod.rs"]
 mod common;
 
-use common::{order_tolerance, rng, shapes, values};
-use gattn_kernels::SimdLevel;
+use common::{order_tolerance, rng, scalar, shapes, values};
+use gattn_kernels::dispatch::KernelTable;
 use gattn_kernels::matmul::{
     MatmulError, Q8Matrix, WeightMatrix, gate_up_silu_at, matmul_at, matmul_shared_input_at,
 };
@@ -31,16 +31,16 @@ proptest! {
         ];
         // q and v with a bias (qkv_bias checkpoints), k without.
         let biases = [Some(values(n, 1.0, &mut rng)), None, Some(values(n, 1.0, &mut rng))];
-        for level in SimdLevel::all_supported() {
+        for table in KernelTable::all_supported() {
             let mut fused: Vec<Vec<f32>> = ws.iter().map(|w| vec![f32::NAN; m * w.n()]).collect();
             let mut outs: Vec<&mut [f32]> = fused.iter_mut().map(|v| v.as_mut_slice()).collect();
             let with_bias: Vec<_> = ws.iter().zip(&biases).map(|(w, b)| (*w, b.as_deref())).collect();
-            matmul_shared_input_at(level, &with_bias, &x, &mut outs).unwrap();
+            matmul_shared_input_at(table, &with_bias, &x, &mut outs).unwrap();
             for ((w, bias), got) in ws.iter().zip(&biases).zip(&fused) {
                 let mut alone = vec![0.0; m * w.n()];
-                matmul_at(level, w, &x, bias.as_deref(), &mut alone).unwrap();
+                matmul_at(table, w, &x, bias.as_deref(), &mut alone).unwrap();
                 // Same kernels, same blocks: bit-identical.
-                prop_assert_eq!(got, &alone, "{} m={} k={} n={}", level, m, k, w.n());
+                prop_assert_eq!(got, &alone, "{} m={} k={} n={}", table, m, k, w.n());
             }
         }
     }
@@ -58,16 +58,16 @@ proptest! {
         } else {
             (WeightMatrix::f32(&wg, n, k).unwrap(), WeightMatrix::f32(&wu, n, k).unwrap())
         };
-        for level in SimdLevel::all_supported() {
+        for table in KernelTable::all_supported() {
             let (mut g, mut u, mut y) = (vec![0.0; m * n], vec![0.0; m * n], vec![f32::NAN; m * n]);
-            matmul_at(level, &gate, &x, None, &mut g).unwrap();
-            matmul_at(level, &up, &x, None, &mut u).unwrap();
-            gate_up_silu_at(level, &gate, &up, &x, &mut y).unwrap();
+            matmul_at(table, &gate, &x, None, &mut g).unwrap();
+            matmul_at(table, &up, &x, None, &mut u).unwrap();
+            gate_up_silu_at(table, &gate, &up, &x, &mut y).unwrap();
             for i in 0..m * n {
                 let expected = silu(g[i]) * u[i];
                 let tol = order_tolerance(4, expected.abs());
                 prop_assert!((y[i] - expected).abs() <= tol,
-                    "{level} m={m} k={k} n={n} at {i}: {} vs {expected}", y[i]);
+                    "{table} m={m} k={k} n={n} at {i}: {} vs {expected}", y[i]);
             }
         }
     }
@@ -81,13 +81,13 @@ fn fusion_shape_mismatches_are_errors() {
     let wb = WeightMatrix::f32(&b, 4, 6).unwrap();
     let mut y = vec![0.0; 4];
     assert!(matches!(
-        gate_up_silu_at(SimdLevel::Scalar, &wa, &wb, &[0.0; 8], &mut y),
+        gate_up_silu_at(scalar(), &wa, &wb, &[0.0; 8], &mut y),
         Err(MatmulError::Fusion { .. })
     ));
     let (mut y1, mut y2) = (vec![0.0; 4], vec![0.0; 4]);
     assert!(
         matmul_shared_input_at(
-            SimdLevel::Scalar,
+            scalar(),
             &[(wa, None), (wb, None)],
             &[0.0; 8],
             &mut [&mut y1, &mut y2]
@@ -95,12 +95,7 @@ fn fusion_shape_mismatches_are_errors() {
         .is_err()
     );
     assert!(
-        matmul_shared_input_at(
-            SimdLevel::Scalar,
-            &[(wa, None)],
-            &[0.0; 8],
-            &mut [&mut y1, &mut y2]
-        )
-        .is_err()
+        matmul_shared_input_at(scalar(), &[(wa, None)], &[0.0; 8], &mut [&mut y1, &mut y2])
+            .is_err()
     );
 }

@@ -6,7 +6,7 @@
 mod common;
 
 use common::{order_tolerance, rng, shapes, values};
-use gattn_kernels::SimdLevel;
+use gattn_kernels::dispatch::KernelTable;
 use gattn_kernels::matmul::{
     MatmulError, Q8FormatError, Q8Matrix, WeightMatrix, matmul_at, quantize_activations,
 };
@@ -105,22 +105,22 @@ fn check_int8(m: usize, k: usize, n: usize, seed: u64) -> Result<(), TestCaseErr
     matmul_f32(&x, &w, None, m, k, n, &mut reference);
 
     let weights = WeightMatrix::int8(&q);
-    for level in SimdLevel::all_supported() {
+    for table in KernelTable::all_supported() {
         let mut y = vec![f32::NAN; m * n];
-        matmul_at(level, &weights, &x, None, &mut y).unwrap();
+        matmul_at(table, &weights, &x, None, &mut y).unwrap();
         for idx in 0..m * n {
             // f32 rounding of the per-block terms and their sum (one per block).
             let tol = order_tolerance(k.div_ceil(BLOCK) + 2, term_scale[idx] as f32);
             prop_assert!(
                 (y[idx] as f64 - exact[idx]).abs() <= tol as f64,
-                "{level} m={m} k={k} n={n} at {idx}: {} vs exact {} (tol {tol})",
+                "{table} m={m} k={k} n={n} at {idx}: {} vs exact {} (tol {tol})",
                 y[idx],
                 exact[idx]
             );
             let bound = quant_bound[idx] as f32 * 1.001 + tol + 1e-5;
             prop_assert!(
                 (y[idx] - reference[idx]).abs() <= bound,
-                "{level} m={m} k={k} n={n} at {idx}: {} vs f32 {} (bound {bound})",
+                "{table} m={m} k={k} n={n} at {idx}: {} vs f32 {} (bound {bound})",
                 y[idx],
                 reference[idx]
             );
@@ -181,11 +181,11 @@ fn all_zero_and_huge_blocks_stay_finite() {
     w[k + 3] = 3.0e30;
     let q = Q8Matrix::quantize_f32(&w, n, k).unwrap();
     let x = vec![1.0f32; 2 * k];
-    for level in SimdLevel::all_supported() {
+    for table in KernelTable::all_supported() {
         let mut y = vec![f32::NAN; 2 * n];
-        matmul_at(level, &WeightMatrix::int8(&q), &x, None, &mut y).unwrap();
-        assert!(y.iter().all(|v| v.is_finite()), "{level}: {y:?}");
+        matmul_at(table, &WeightMatrix::int8(&q), &x, None, &mut y).unwrap();
+        assert!(y.iter().all(|v| v.is_finite()), "{table}: {y:?}");
         assert_eq!(y[0], 0.0);
-        assert!((y[1] - 3.0e30).abs() <= 3.0e30 * 0.01, "{level}: {}", y[1]);
+        assert!((y[1] - 3.0e30).abs() <= 3.0e30 * 0.01, "{table}: {}", y[1]);
     }
 }

@@ -2,10 +2,7 @@
 
 use anyhow::Result;
 
-use gattn_kernels::SimdLevel;
-use gattn_kernels::attention::int8_scores_use_vnni;
 use gattn_kernels::dispatch::{cpu_features, dispatch_choice};
-use gattn_kernels::matmul::{bf16_matvec_prefetches_every_line, bf16_rounds_activations};
 use gattn_model::{KvCache, MemoryPlan, RopeScaling, available_memory};
 
 use crate::args::InfoArgs;
@@ -15,40 +12,19 @@ pub fn run(args: InfoArgs) -> Result<()> {
     init_threads(args.threads)?;
     let choice = dispatch_choice();
     let features = cpu_features();
-    println!("simd:      {} ({})", choice.level, choice.reason);
+    let table = choice.table();
+    println!("simd:      {table} ({})", choice.reason);
     println!(
         "cpu:       {}, avx512-vnni {}, avx512-bf16 {}, amx {}",
         features.vendor.name(),
         yes(features.avx512_vnni),
         yes(features.avx512_bf16),
-        yes(SimdLevel::Amx.is_supported())
+        yes(features.amx)
     );
-    let mat_mat = if choice.level == SimdLevel::Amx {
-        "AMX tiles for int8 and bf16 weights (prefill)"
-    } else {
-        "SIMD kernels of the level (AMX off: not present, or GATTN_SIMD)"
-    };
-    println!("mat-mat:   {mat_mat}");
-    let bf16_kernels = if bf16_rounds_activations(choice.level) {
-        "avx512-bf16 dot product (activations rounded to bf16)"
-    } else {
-        "weights widened to f32 (gemm for mat-mat)"
-    };
-    println!("bf16:      {bf16_kernels}");
-    if bf16_rounds_activations(choice.level) {
-        let lines = if bf16_matvec_prefetches_every_line() {
-            "every line"
-        } else {
-            "one line in 8"
-        };
-        println!("bf16 mv:   software prefetch of {lines}, 4 KiB ahead");
+    println!("kernels:");
+    for (operation, kernel) in table.entries() {
+        println!("  {operation:<20} {kernel}");
     }
-    let int8_kv_scores = if int8_scores_use_vnni(choice.level) {
-        "avx512-vnni dot product (queries rounded to int8)"
-    } else {
-        "key bytes widened to f32 (queries rounded to int8)"
-    };
-    println!("int8 kv:   {int8_kv_scores}");
     println!("threads:   {}", rayon::current_num_threads());
     let Some(source) = &args.model else {
         return Ok(());

@@ -6,6 +6,7 @@ use super::kv::{KvDtype, KvHeadView};
 use super::microkernel::{Bf16Words, F32Words, Int8Words};
 use super::tile::{PartialRows, QueryRow, attend_range};
 use crate::SimdLevel;
+use crate::dispatch::KernelTable;
 use pulp::{Simd, WithSimd};
 
 pub(crate) use crate::dispatch::run_at;
@@ -13,7 +14,7 @@ use std::ops::Range;
 
 /// One work item: the rows of one KV head against a range of its keys.
 pub(crate) struct AttendRange<'a> {
-    /// The level `run_at` runs this at (it picks the int8-KV score kernel).
+    /// The level `run_at` runs this at (its kernel table picks the int8-KV score loop).
     pub level: SimdLevel,
     pub kv: KvHeadView<'a>,
     pub q: &'a [f32],
@@ -33,17 +34,12 @@ impl WithSimd for AttendRange<'_> {
             rows,
             keys,
         } = self;
-        let vnni = int8_scores_use_vnni(level);
+        // An unsupported level never gets here (the entry points check); it would get none.
+        let scores = KernelTable::for_level(level).and_then(KernelTable::int8_kv_scores);
         match kv.dtype {
-            KvDtype::F32 => attend_range::<S, F32Words>(simd, kv, q, rows, keys, false),
-            KvDtype::Bf16 => attend_range::<S, Bf16Words>(simd, kv, q, rows, keys, false),
-            KvDtype::Int8 => attend_range::<S, Int8Words>(simd, kv, q, rows, keys, vnni),
+            KvDtype::F32 => attend_range::<S, F32Words>(simd, kv, q, rows, keys, None),
+            KvDtype::Bf16 => attend_range::<S, Bf16Words>(simd, kv, q, rows, keys, None),
+            KvDtype::Int8 => attend_range::<S, Int8Words>(simd, kv, q, rows, keys, scores),
         }
     }
-}
-
-/// Whether attention at `level` scores an int8 K cache with AVX512-VNNI (`gattn-cpu info` shows
-/// it); otherwise the f32 path decodes the key bytes (the queries are rounded to int8 either way).
-pub fn int8_scores_use_vnni(level: SimdLevel) -> bool {
-    cfg!(target_arch = "x86_64") && level.is_avx512() && crate::dispatch::cpu_features().avx512_vnni
 }

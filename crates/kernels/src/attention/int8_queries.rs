@@ -4,8 +4,8 @@
 //!
 //! Every SIMD level uses the same rounded queries, so the result does not depend on the level: the
 //! generic tile multiplies the dequantized values in f32, and on AVX512-VNNI [`scores_vnni`] takes
-//! 64 bytes of a key per `vpdpbusd` instead of decoding every byte to f32 first (decode at 32768
-//! cached tokens spent most of its attention time in that decode: see the function).
+//! 64 bytes of a key per `vpdpbusd` instead of decoding every byte to f32 first (at long contexts
+//! that decode is most of the attention's time).
 
 use std::borrow::Cow;
 
@@ -119,6 +119,48 @@ pub(crate) fn raw_dot_reference(q_row: &[u8], k_row: &[u32]) -> i32 {
         .sum()
 }
 
+/// An integer score loop (kernel table entry): [`scores_vnni_rows`]'s signature.
+///
+/// # Safety
+/// As [`scores_vnni`], with `rows` in place of `R`.
+pub(crate) type Int8ScoresFn = unsafe fn(
+    queries: &Int8Queries,
+    first_row: usize,
+    rows: usize,
+    kv: super::kv::KvHeadView<'_>,
+    k0: usize,
+    ntok: usize,
+    p: &mut [f32],
+    p_stride: usize,
+);
+
+/// [`scores_vnni`] for `rows` (1, 2 or 4: the tile's register blocks) query rows.
+///
+/// # Safety
+/// As [`scores_vnni`].
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn scores_vnni_rows(
+    queries: &Int8Queries,
+    first_row: usize,
+    rows: usize,
+    kv: super::kv::KvHeadView<'_>,
+    k0: usize,
+    ntok: usize,
+    p: &mut [f32],
+    p_stride: usize,
+) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        match rows {
+            4 => scores_vnni::<4>(queries, first_row, kv, k0, ntok, p, p_stride),
+            2 => scores_vnni::<2>(queries, first_row, kv, k0, ntok, p, p_stride),
+            1 => scores_vnni::<1>(queries, first_row, kv, k0, ntok, p, p_stride),
+            _ => panic!("{rows} query rows: the tile blocks rows by 4, 2 and 1"),
+        }
+    }
+}
+
 /// Scores of query rows `first_row .. first_row + R` against keys `k0 .. k0 + ntok`:
 /// `p[row * p_stride + t] = (sum(q_i8 * k_u8) - bias_correction) * q_scale * k_scale[k0 + t]`.
 ///
@@ -127,8 +169,7 @@ pub(crate) fn raw_dot_reference(q_row: &[u8], k_row: &[u32]) -> i32 {
 /// before its FMA. Keys go 16 at a time: their lane vectors fold into one vector of 16 sums per
 /// row ([`fold_4_keys`], then [`fold_quads`]), so the scaling and the store are vector ops too,
 /// where summing each key's lanes on its own took a horizontal reduction and scalar ops per key
-/// and row (with the KV rows line-aligned too, the attention of a decode step over 28 layers of
-/// 32768 int8 keys took 91-93 ms against 94-99 ms, alternated).
+/// and row.
 ///
 /// # Safety
 /// AVX512-F/BW and VNNI must be present; `k0 + ntok <= kv.len`; the rows exist in `queries`;
@@ -166,10 +207,7 @@ const WORDS_PER_REGISTER: usize = 16;
 /// [`scores_vnni`] for rows of `NB` whole registers, or of any width if `NB == 0`.
 ///
 /// Per key the work is two loads and two `vpdpbusd` a row (head dim 128), so the bookkeeping
-/// around them counts: the row registers are constants when `NB > 0`. Together with checking the
-/// bound of a prefetch this loop then issued once per 16 keys instead of per key and line, that
-/// took the scores of a 4096-key decode from ~9.2 to ~4.1 ms per 200 calls (L2-resident, one
-/// thread), and a 4096-token int8-KV prefill from 162-176 to 191-192 tokens/s.
+/// around them counts: the row registers are constants when `NB > 0`.
 ///
 /// # Safety
 /// As [`scores_vnni`], and `kv.row_words == 16 * NB` if `NB > 0`.

@@ -251,7 +251,7 @@ impl KvLayer {
             });
         }
         let (dtype, d, words) = (self.dtype, self.head_dim, self.row_words);
-        let level = crate::dispatch::simd_level();
+        let table = crate::dispatch::KernelTable::current();
         let append_head = |(j, head): (usize, &mut HeadStore)| {
             // Within the reserved capacity: no reallocation, only the new rows are touched.
             let start = head.k.len();
@@ -262,16 +262,16 @@ impl KvLayer {
             for (t, (k_words, v_words)) in new_k.zip(new_v).enumerate() {
                 let k = &k_rows[t * row + j * d..][..d];
                 let v = &v_rows[t * row + j * d..][..d];
-                let k_scale = encode_row(level, dtype, k, k_words);
-                let v_scale = encode_row(level, dtype, v, v_words);
+                let k_scale = encode_row(table, dtype, k, k_words);
+                let v_scale = encode_row(table, dtype, v, v_words);
                 if dtype.has_scales() {
                     head.k_scale.push(k_scale);
                     head.v_scale.push(v_scale);
                 }
             }
         };
-        // A prefill chunk: one task a head. On the calling thread alone, a 512-token chunk's
-        // append kept the other core idle for ~5% of an int8 prefill (perf, by thread).
+        // A prefill chunk: one task a head (on the calling thread alone, a chunk's append
+        // leaves the other cores idle).
         if n >= PARALLEL_APPEND_ROWS {
             use rayon::prelude::*;
             self.heads.par_iter_mut().enumerate().for_each(append_head);

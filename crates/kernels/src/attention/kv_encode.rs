@@ -1,43 +1,41 @@
 //! Encoding one K or V row (one token of one KV head) into its storage words (format: `kv`).
 //!
-//! A 512-token prefill chunk of Qwen3-1.7B appends 2 x 512 x 1024 values a layer. Encoded one
-//! value at a time through `Vec::extend`, that was ~5% of an int8 prefill (perf); here each row is
-//! written into its slice by loops the compiler vectorizes at the level's width (the same plain
-//! code compiled three times, as `matmul::int8::quantize` does). [`encode_row_reference`] is the
+//! A prefill chunk appends many rows a layer, and encoded one value at a time they cost a visible
+//! share of an int8 prefill; here each row is written into its slice by loops the compiler
+//! vectorizes at the level's width (the same plain code compiled per ISA, the kernel table's
+//! "kv row encode" entry, as `matmul::int8::quantize` does). [`encode_row_reference`] is the
 //! definition, value by value; the fast path must match it bit for bit.
 
 use super::kv::KvDtype;
-use crate::SimdLevel;
+use crate::dispatch::KernelTable;
 
-/// Writes `x` (`head_dim` values) as `words` (`dtype.row_words(head_dim)` words); returns the
-/// row's int8 scale (0 for the other dtypes).
-pub(crate) fn encode_row(level: SimdLevel, dtype: KvDtype, x: &[f32], words: &mut [u32]) -> f32 {
+/// One row's encoder (a kernel table entry): `x` into `words`, returning the int8 scale.
+///
+/// # Safety
+/// The CPU has the instructions the kernel was compiled for.
+pub(crate) type EncodeRowFn = unsafe fn(dtype: KvDtype, x: &[f32], words: &mut [u32]) -> f32;
+
+/// Writes `x` (`head_dim` values) as `words` (`dtype.row_words(head_dim)` words) with `table`'s
+/// encoder; returns the row's int8 scale (0 for the other dtypes).
+pub(crate) fn encode_row(table: &KernelTable, dtype: KvDtype, x: &[f32], words: &mut [u32]) -> f32 {
     debug_assert_eq!(words.len(), dtype.row_words(x.len()));
-    #[cfg(target_arch = "x86_64")]
-    match level {
-        // SAFETY: the level is only ever one the CPU supports (SimdLevel::is_supported).
-        SimdLevel::Avx512 | SimdLevel::Amx => return unsafe { encode_row_avx512(dtype, x, words) },
-        SimdLevel::Avx2 => return unsafe { encode_row_avx2(dtype, x, words) },
-        _ => {}
-    }
-    let _ = level;
-    encode_row_generic(dtype, x, words)
+    table.encode_kv_row(dtype, x, words)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
-fn encode_row_avx512(dtype: KvDtype, x: &[f32], words: &mut [u32]) -> f32 {
+pub(crate) fn encode_row_avx512(dtype: KvDtype, x: &[f32], words: &mut [u32]) -> f32 {
     encode_row_generic(dtype, x, words)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-fn encode_row_avx2(dtype: KvDtype, x: &[f32], words: &mut [u32]) -> f32 {
+pub(crate) fn encode_row_avx2(dtype: KvDtype, x: &[f32], words: &mut [u32]) -> f32 {
     encode_row_generic(dtype, x, words)
 }
 
 #[inline(always)]
-fn encode_row_generic(dtype: KvDtype, x: &[f32], words: &mut [u32]) -> f32 {
+pub(crate) fn encode_row_generic(dtype: KvDtype, x: &[f32], words: &mut [u32]) -> f32 {
     match dtype {
         KvDtype::F32 => {
             for (w, &v) in words.iter_mut().zip(x) {
@@ -153,11 +151,12 @@ mod tests {
                 let words_len = dtype.row_words(x.len());
                 let mut expected = vec![0u32; words_len];
                 let expected_scale = encode_row_reference(dtype, &x, &mut expected);
-                for level in SimdLevel::all_supported() {
+                for table in KernelTable::all_supported() {
                     let mut got = vec![u32::MAX; words_len];
-                    let scale = encode_row(level, dtype, &x, &mut got);
-                    prop_assert_eq!(scale.to_bits(), expected_scale.to_bits(), "{} {}", dtype, level);
-                    prop_assert_eq!(&got, &expected, "{} {}", dtype, level);
+                    let scale = encode_row(table, dtype, &x, &mut got);
+                    let name = table.name();
+                    prop_assert_eq!(scale.to_bits(), expected_scale.to_bits(), "{} {}", dtype, name);
+                    prop_assert_eq!(&got, &expected, "{} {}", dtype, name);
                 }
             }
         }

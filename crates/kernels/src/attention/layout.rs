@@ -17,8 +17,8 @@ fn slot_of(e: usize, elems_per_word: usize, lanes: usize) -> usize {
 }
 
 /// Calls `f(element, slot)` for the elements `0..elems` of a row, slot by slot: the same pairs as
-/// [`slot_of`], without its divisions by run-time values (two per element made the epilogue
-/// 2.5% of a 512-token prefill).
+/// [`slot_of`], without its divisions by run-time values (two per element made the epilogue a
+/// visible share of a prefill).
 #[inline]
 pub(crate) fn for_each_slot(
     elems: usize,

@@ -10,15 +10,16 @@
 //! `int8_queries` (int8 query rows, and their VNNI score kernel),
 //! `tile` (key tiles + online softmax of a block of rows), `prefetch` (the next tile's rows, asked
 //! for during this tile's V sums), `epilogue` (divide by the sum, gate,
-//! stats), `prefill` / `decode` (work decomposition over rayon), `dispatch` (level -> pulp type).
+//! stats), `prefill` / `decode` (work decomposition over rayon), `dispatch` (level -> pulp type,
+//! and the kernel table's int8-KV score loop).
 
 mod checks;
 mod decode;
 mod dispatch;
 mod epilogue;
-mod int8_queries;
+pub(crate) mod int8_queries;
 pub mod kv;
-mod kv_encode;
+pub(crate) mod kv_encode;
 mod layout;
 mod microkernel;
 mod prefetch;
@@ -28,7 +29,7 @@ mod tile;
 
 pub use crate::reference::{AttentionShape, GateScores};
 pub use decode::{decode, decode_parts, decode_with_parts};
-pub use dispatch::int8_scores_use_vnni;
+pub(crate) use int8_queries::Int8ScoresFn;
 pub use int8_queries::queries_as_used;
 pub use kv::{KvDtype, KvError, KvHeadView, KvLayer};
 pub use prefill::prefill;

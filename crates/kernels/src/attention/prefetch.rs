@@ -1,16 +1,11 @@
 //! Software prefetch of the next key tile's K and V rows, spread over this tile's V sums.
 //!
-//! A decode streams its cache from DRAM, and on the hosts measured the hardware prefetcher alone
-//! left it at about half the read bandwidth, so the kernel asks for the next tile's lines itself.
-//! Where it asks matters as much as how far ahead. All in one burst, or one key's rows per key of
-//! the score loop (which is almost as short), stalls the core on full miss buffers and then leaves
-//! the memory idle through the V sums, the longer phase: the attention of a decode step over 28
-//! layers x 8 heads x 32768 int8 keys (2 threads, Xeon under KVM) took 92-100 ms that way. One
-//! line of K and one of V per step of the V sums instead, so the requests go out at an even pace
-//! while the core computes: 74-84 ms, alternated in one run (and `bench -d 32768` 0.80-0.81 ->
-//! 0.88-0.89 of the roofline). Bursts of two keys every other step, or all of them in one of the
-//! V sums' two register passes, fell in between (81-99 ms); half a tile ahead or two tiles were
-//! worse (96-100 and 84-87 ms against 79-87 in the same rounds).
+//! A decode streams its cache from DRAM, where the hardware prefetcher alone leaves it well short
+//! of the read bandwidth, so the kernel asks for the next tile's lines itself. Where it asks
+//! matters as much as how far ahead: all in one burst (or one key's rows per key of the short
+//! score loop) stalls the core on full miss buffers and then leaves the memory idle through the
+//! V sums, the longer phase. So one line of K and one of V go out per step of the V sums, at an
+//! even pace while the core computes, one tile ahead (see docs/performance.md).
 
 use super::kv::KvHeadView;
 

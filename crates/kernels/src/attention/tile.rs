@@ -12,6 +12,7 @@ use super::microkernel::{
     WordFormat, accumulate_rows, dot_rows, exp_shifted_sum, max_of, register_columns, scale_row,
 };
 use super::prefetch::TilePrefetch;
+use crate::dispatch::table::Int8Scores;
 use pulp::Simd;
 use std::ops::Range;
 
@@ -56,12 +57,12 @@ struct Block<S: Simd> {
     visible: Vec<usize>,
     /// Int8 K: the queries rounded to int8 (`q` holds them dequantized, for the f32 path).
     int8_queries: Option<Int8Queries>,
-    /// Int8 K on AVX512-VNNI: scores by `int8_queries::scores_vnni`.
-    vnni: bool,
+    /// Int8 K where the kernel table has an integer score loop (`int8_queries::scores_vnni`).
+    int8_scores: Option<Int8Scores>,
 }
 
-/// Runs the online softmax of `rows` over keys `keys` of one KV head (`vnni`: int8 K only, and
-/// only where AVX512-VNNI is present).
+/// Runs the online softmax of `rows` over keys `keys` of one KV head (`int8_scores`: the kernel
+/// table's integer score loop, for int8 K only).
 #[inline(always)]
 pub(crate) fn attend_range<S: Simd, F: WordFormat>(
     simd: S,
@@ -69,7 +70,7 @@ pub(crate) fn attend_range<S: Simd, F: WordFormat>(
     q: &[f32],
     rows: &[QueryRow],
     keys: Range<usize>,
-    vnni: bool,
+    int8_scores: Option<Int8Scores>,
 ) -> PartialRows {
     let lanes = S::F32_LANES;
     let row_len = permuted_len(kv.row_words, F::ELEMS, lanes);
@@ -90,7 +91,7 @@ pub(crate) fn attend_range<S: Simd, F: WordFormat>(
             let offsets = rows.iter().map(|row| row.q_offset);
             Int8Queries::new(q, offsets, kv.head_dim, kv.row_words, scale)
         }),
-        vnni,
+        int8_scores,
     };
     let mut rounded = vec![0.0f32; kv.head_dim];
     for (r, row) in rows.iter().enumerate() {
@@ -194,14 +195,14 @@ impl<S: Simd> Block<S> {
                 .copied()
                 .max()
                 .unwrap_or(0);
-            match self.int8_queries.as_ref().filter(|_| self.vnni) {
-                #[cfg(target_arch = "x86_64")]
-                // SAFETY: `vnni` is only set where AVX512-VNNI is present; the keys are cached
+            match (self.int8_queries.as_ref(), self.int8_scores) {
+                // SAFETY: the queries were rounded for this head's rows; the keys are cached
                 // (< kv.len), the rows exist, p is [rows, KEY_TILE].
-                Some(queries) => unsafe {
-                    super::int8_queries::scores_vnni::<R>(
+                (Some(queries), Some(scores)) => unsafe {
+                    scores.run(
                         queries,
                         start,
+                        R,
                         kv,
                         k0,
                         chunk_visible,

@@ -6,14 +6,15 @@
 
 use std::cell::RefCell;
 
+use super::WeightMatrix;
 #[cfg(target_arch = "x86_64")]
 use super::amx;
+use super::columns::{BlockSpec, ColumnBlock, DisjointColumns};
 use super::error::MatmulError;
 use super::float::bf16dot::{self, Bf16Activations};
-use super::float::{self, FloatWeight};
-use super::int8::{self, layout::ROWS, quantize::Q8Activations};
-use super::{SimdLevel, WeightMatrix};
+use super::int8::{layout::ROWS, quantize::Q8Activations};
 use crate::activations::silu_mul_in_place;
+use crate::dispatch::KernelTable;
 use crate::parallel;
 
 pub(crate) enum Epilogue<'w, 'a> {
@@ -22,29 +23,35 @@ pub(crate) enum Epilogue<'w, 'a> {
     SiluGate(&'w WeightMatrix<'a>),
 }
 
-/// A raw output pointer that jobs write disjoint column blocks through.
-#[derive(Clone, Copy)]
-struct OutPtr(*mut f32);
-// SAFETY: jobs write disjoint elements (different matrices or different column blocks).
-unsafe impl Send for OutPtr {}
-unsafe impl Sync for OutPtr {}
+/// A column job of one weight format and shape: columns `col0 .. col0 + out.cols()` of
+/// `x w^T` for every token into `out`. The table picks one per matrix (`KernelTable`).
+///
+/// # Safety
+/// The CPU has the instructions of the kernel (what a `KernelTable` proves).
+pub(crate) type ColumnsFn =
+    unsafe fn(w: &WeightMatrix<'_>, input: &Inputs<'_>, col0: usize, out: &mut ColumnBlock<'_>);
 
-struct Job {
-    matrix: usize,
-    col0: usize,
-    cols: usize,
+/// What a table's bf16 kernels read as activations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Bf16Input {
+    /// The f32 activations as given (the weights are widened).
+    F32,
+    /// Rounded to bf16 ([`Bf16Activations`]).
+    Rounded,
+    /// Rounded and packed for AMX tiles where k allows, else `Rounded`.
+    AmxTiles,
 }
 
 /// The activations as every format wants them.
-struct Input<'x> {
-    x: &'x [f32],
-    m: usize,
-    q8: Option<Q8Activations>,
+pub(crate) struct Inputs<'x> {
+    pub x: &'x [f32],
+    pub m: usize,
+    pub q8: Option<Q8Activations>,
     /// For bf16 weights where the bf16 dot-product kernels run.
-    bf16: Option<Bf16Activations>,
+    pub bf16: Option<Bf16Activations>,
     /// For bf16 weights in a mat-mat on AMX tiles.
     #[cfg(target_arch = "x86_64")]
-    amx_bf16: Option<amx::bf16::AmxBf16Activations>,
+    pub amx_bf16: Option<amx::bf16::AmxBf16Activations>,
 }
 
 thread_local! {
@@ -57,15 +64,12 @@ thread_local! {
 }
 
 pub(crate) fn run(
-    level: SimdLevel,
+    table: &KernelTable,
     mats: &[(WeightMatrix<'_>, Option<&[f32]>)],
     x: &[f32],
     ys: &mut [&mut [f32]],
     epilogue: Epilogue<'_, '_>,
 ) -> Result<(), MatmulError> {
-    if !level.is_supported() {
-        return Err(MatmulError::UnsupportedLevel(level));
-    }
     if mats.is_empty() || mats.len() != ys.len() {
         return Err(MatmulError::Fusion {
             what: format!("{} weight matrices but {} outputs", mats.len(), ys.len()),
@@ -107,47 +111,7 @@ pub(crate) fn run(
         Epilogue::SiluGate(g) => Some(g),
         Epilogue::None => None,
     };
-    let needs = |f: fn(&WeightMatrix<'_>) -> bool| mats.iter().map(|(w, _)| w).chain(gate).any(f);
-    let needs_q8 = needs(|w| matches!(w, WeightMatrix::Int8(_)));
-    let has_bf16 = needs(|w| matches!(w, WeightMatrix::Bf16 { .. }));
-    #[cfg(target_arch = "x86_64")]
-    let bf16_on_amx = has_bf16 && m > 1 && amx::bf16::fits(k) && level == SimdLevel::Amx;
-    #[cfg(not(target_arch = "x86_64"))]
-    let bf16_on_amx = false;
-    let needs_bf16 = bf16dot::available(level) && has_bf16 && !bf16_on_amx;
-    let mut input = Input {
-        x,
-        m,
-        q8: None,
-        bf16: None,
-        #[cfg(target_arch = "x86_64")]
-        amx_bf16: None,
-    };
-    #[cfg(target_arch = "x86_64")]
-    if bf16_on_amx {
-        let mut packed = AMX_BF16_SCRATCH.with_borrow_mut(std::mem::take);
-        amx::bf16::pack_activations_into(x, m, k, &mut packed);
-        input.amx_bf16 = Some(packed);
-    }
-    if needs_bf16 {
-        let mut xb = BF16_SCRATCH.with_borrow_mut(std::mem::take);
-        bf16dot::convert_activations_into(level, x, m, k, &mut xb);
-        input.bf16 = Some(xb);
-    }
-    if needs_q8 {
-        let mut q8 = Q8_SCRATCH.with_borrow_mut(std::mem::take);
-        let pad = if m == 1 {
-            1
-        } else {
-            int8::token_padding(level)
-        };
-        int8::quantize::quantize_activations_into(level, x, m, k, pad, &mut q8);
-        #[cfg(target_arch = "x86_64")]
-        if m > 1 && level == SimdLevel::Amx {
-            amx::int8::order_tiles(&mut q8);
-        }
-        input.q8 = Some(q8);
-    }
+    let mut input = prepare_inputs(table, mats, gate, x, m, k);
 
     let threads = rayon::current_num_threads();
     let mut jobs = Vec::new();
@@ -164,48 +128,39 @@ pub(crate) fn run(
         jobs.extend(
             blocks
                 .into_iter()
-                .map(|(col0, cols)| Job { matrix, col0, cols }),
+                .map(|(col0, cols)| BlockSpec { matrix, col0, cols }),
         );
     }
-    let outs: Vec<OutPtr> = ys.iter_mut().map(|y| OutPtr(y.as_mut_ptr())).collect();
+    let kernels: Vec<_> = mats
+        .iter()
+        .map(|(w, _)| table.column_kernel(w, m))
+        .collect();
+    let gate_kernel = gate.map(|g| (g, table.column_kernel(g, m)));
+    let lds: Vec<usize> = mats.iter().map(|(w, _)| w.n()).collect();
+    let columns = DisjointColumns::new(ys, &lds, m, jobs);
     let input_ref = &input;
-    let outs = &outs;
-    parallel::for_each(jobs.len(), |j| {
-        let job = &jobs[j];
+    parallel::for_each(columns.blocks().len(), |j| {
+        let job = columns.blocks()[j];
         let (w, bias) = &mats[job.matrix];
-        let ld = w.n();
-        let y = outs[job.matrix];
-        // SAFETY: each job owns columns col0..col0+cols of its own output, `y` holds m * ld.
-        unsafe {
-            let y = y.0.add(job.col0);
-            compute(level, w, input_ref, job.col0, job.cols, y, ld);
-            if let Some(b) = bias {
+        let mut out = columns.take(j);
+        kernels[job.matrix].run(w, input_ref, job.col0, &mut out);
+        if let Some(b) = bias {
+            let b = &b[job.col0..][..job.cols];
+            for i in 0..m {
+                out.row_mut(i).iter_mut().zip(b).for_each(|(y, b)| *y += b);
+            }
+        }
+        if let Some((g, gate_kernel)) = gate_kernel {
+            GATE_SCRATCH.with_borrow_mut(|tmp| {
+                tmp.clear();
+                tmp.resize(m * job.cols, 0.0);
+                let mut gate_out = ColumnBlock::whole(tmp, m, job.cols);
+                gate_kernel.run(g, input_ref, job.col0, &mut gate_out);
                 for i in 0..m {
-                    for j in 0..job.cols {
-                        *y.add(i * ld + j) += b[job.col0 + j];
-                    }
+                    let gate_row = &tmp[i * job.cols..][..job.cols];
+                    silu_mul_in_place(table.level(), gate_row, out.row_mut(i));
                 }
-            }
-            if let Some(g) = gate {
-                GATE_SCRATCH.with_borrow_mut(|tmp| {
-                    tmp.clear();
-                    tmp.resize(m * job.cols, 0.0);
-                    compute(
-                        level,
-                        g,
-                        input_ref,
-                        job.col0,
-                        job.cols,
-                        tmp.as_mut_ptr(),
-                        job.cols,
-                    );
-                    for i in 0..m {
-                        let y_row = std::slice::from_raw_parts_mut(y.add(i * ld), job.cols);
-                        let gate_row = &tmp[i * job.cols..][..job.cols];
-                        silu_mul_in_place(level, gate_row, y_row);
-                    }
-                });
-            }
+            });
         }
     });
 
@@ -220,6 +175,62 @@ pub(crate) fn run(
         AMX_BF16_SCRATCH.with_borrow_mut(|slot| *slot = packed);
     }
     Ok(())
+}
+
+/// Converts the activations once into every form the table's kernels for these matrices read.
+fn prepare_inputs<'x>(
+    table: &KernelTable,
+    mats: &[(WeightMatrix<'_>, Option<&[f32]>)],
+    gate: Option<&WeightMatrix<'_>>,
+    x: &'x [f32],
+    m: usize,
+    k: usize,
+) -> Inputs<'x> {
+    let needs = |f: fn(&WeightMatrix<'_>) -> bool| mats.iter().map(|(w, _)| w).chain(gate).any(f);
+    let has_int8 = needs(|w| matches!(w, WeightMatrix::Int8(_)));
+    let has_bf16 = needs(|w| matches!(w, WeightMatrix::Bf16 { .. }));
+    let forms = table.inputs;
+    let bf16_form = if m == 1 {
+        forms.bf16_matvec
+    } else {
+        forms.bf16_matmat
+    };
+    let mut input = Inputs {
+        x,
+        m,
+        q8: None,
+        bf16: None,
+        #[cfg(target_arch = "x86_64")]
+        amx_bf16: None,
+    };
+    let mut round_bf16 = has_bf16 && bf16_form == Bf16Input::Rounded;
+    if has_bf16 && bf16_form == Bf16Input::AmxTiles {
+        // Where the tiles do not fit k, the table's AMX entry runs the dot-product kernel.
+        round_bf16 = true;
+        #[cfg(target_arch = "x86_64")]
+        if amx::bf16::fits(k) {
+            let mut packed = AMX_BF16_SCRATCH.with_borrow_mut(std::mem::take);
+            amx::bf16::pack_activations_into(x, m, k, &mut packed);
+            input.amx_bf16 = Some(packed);
+            round_bf16 = false;
+        }
+    }
+    if round_bf16 {
+        let mut xb = BF16_SCRATCH.with_borrow_mut(std::mem::take);
+        bf16dot::convert_activations_into(x, m, k, &mut xb);
+        input.bf16 = Some(xb);
+    }
+    if has_int8 {
+        let mut q8 = Q8_SCRATCH.with_borrow_mut(std::mem::take);
+        let pad = if m == 1 { 1 } else { forms.int8_matmat_padding };
+        super::int8::quantize::quantize_activations_into(table, x, m, k, pad, &mut q8);
+        #[cfg(target_arch = "x86_64")]
+        if m > 1 && forms.int8_matmat_tile_order {
+            amx::int8::order_tiles(&mut q8);
+        }
+        input.q8 = Some(q8);
+    }
+    input
 }
 
 /// Output columns per job (a multiple of the int8 row group, and of the 32-row VNNI tile).
@@ -241,11 +252,7 @@ fn job_width(w: &WeightMatrix<'_>, m: usize, threads: usize) -> usize {
 /// prefetchers. So each of the `threads` equal segments of the rows first gives one block of
 /// three quarters of it (one thread's long stream), then its last quarter in blocks of `width`,
 /// the segments taking turns, so that a thread finishing its long block usually claims the block
-/// right after it, and the small blocks even out threads that run at different speeds. Against
-/// blocks of `width` claimed in row order (each thread's next block two ahead), decode in the
-/// fast bandwidth phase (probe ~80 GB/s, alternated) went from paired roofline 0.81-0.85 to
-/// 0.87-0.90 (int8, 33.7-36.0 -> 36.2-38.5 tok/s) and 0.84-0.88 to 0.88-0.91 (bf16); in the
-/// slow phase it is within the noise (int8 +2%).
+/// right after it, and the small blocks even out threads that run at different speeds.
 fn matvec_blocks(n: usize, width: usize, threads: usize) -> Vec<(usize, usize)> {
     let align = 2 * ROWS;
     let segment = n.div_ceil(threads.max(1)).div_ceil(align) * align;
@@ -271,77 +278,6 @@ fn matvec_blocks(n: usize, width: usize, threads: usize) -> Vec<(usize, usize)> 
         if blocks.len() == before {
             return blocks;
         }
-    }
-}
-
-/// Columns `col0 .. col0 + cols` of `x w^T` into `y` (column col0 of token 0, row stride `ld`).
-///
-/// # Safety
-/// `y` valid for `y[i * ld + j]`, `i < m`, `j < cols`, not accessed by other threads.
-unsafe fn compute(
-    level: SimdLevel,
-    w: &WeightMatrix<'_>,
-    input: &Input<'_>,
-    col0: usize,
-    cols: usize,
-    y: *mut f32,
-    ld: usize,
-) {
-    let (x, m) = (input.x, input.m);
-    // SAFETY (all arms): the caller's contract on y.
-    match *w {
-        WeightMatrix::F32 { data, k, .. } => unsafe {
-            float_cols(level, data, k, x, m, col0, cols, y, ld)
-        },
-        #[cfg(target_arch = "x86_64")]
-        WeightMatrix::Bf16 { data, k, .. } if input.amx_bf16.is_some() => unsafe {
-            let packed = input.amx_bf16.as_ref().expect("checked by the guard");
-            amx::bf16::matmat_cols(data, k, packed, col0, cols, y, ld)
-        },
-        WeightMatrix::Bf16 { data, k, .. } => match &input.bf16 {
-            #[cfg(target_arch = "x86_64")]
-            Some(xb) if m == 1 => unsafe {
-                let out = std::slice::from_raw_parts_mut(y, cols);
-                bf16dot::matvec_rows(data, k, xb, col0, out)
-            },
-            #[cfg(target_arch = "x86_64")]
-            Some(xb) => unsafe { bf16dot::matmat_cols(data, k, xb, col0, cols, y, ld) },
-            _ => unsafe { float_cols(level, data, k, x, m, col0, cols, y, ld) },
-        },
-        WeightMatrix::Int8(q) => {
-            let q8 = input
-                .q8
-                .as_ref()
-                .expect("int8 weights get quantized activations");
-            if m == 1 {
-                let out = unsafe { std::slice::from_raw_parts_mut(y, cols) };
-                int8::matvec_rows(level, q, q8, col0, out);
-            } else {
-                unsafe { int8::matmat_cols(level, q, q8, col0, cols, y, ld) };
-            }
-        }
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-unsafe fn float_cols<T: FloatWeight>(
-    level: SimdLevel,
-    data: &[T],
-    k: usize,
-    x: &[f32],
-    m: usize,
-    col0: usize,
-    cols: usize,
-    y: *mut f32,
-    ld: usize,
-) {
-    if m == 1 {
-        // SAFETY: the caller's contract on y (m == 1: cols contiguous elements).
-        let out = unsafe { std::slice::from_raw_parts_mut(y, cols) };
-        T::matvec_rows(level, &data[col0 * k..(col0 + cols) * k], k, x, out);
-    } else {
-        // SAFETY: the caller's contract on y.
-        unsafe { float::matmat_cols(level, data, k, x, m, col0, cols, y, ld) };
     }
 }
 

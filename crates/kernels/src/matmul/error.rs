@@ -16,8 +16,6 @@ pub enum MatmulError {
     Fusion { what: String },
     #[error("weight shape {n} x {k} is empty or too large")]
     BadShape { n: usize, k: usize },
-    #[error("SIMD level {0} is not supported by this CPU")]
-    UnsupportedLevel(crate::dispatch::SimdLevel),
 }
 
 /// Why a stored int8 matrix cannot be used as-is.

@@ -7,26 +7,27 @@
 //!   (through [`crate::parallel::for_each`]).
 //! - Fusions: [`matmul_shared_input`] (q/k/v/gate projections: activations quantized once, one
 //!   parallel pass over all matrices) and [`gate_up_silu`] (`silu(x Wg^T) * (x Wu^T)`).
-//! - `*_at` variants take an explicit [`SimdLevel`] (proptests run every supported level).
+//! - `*_at` variants take an explicit [`KernelTable`] (proptests run every supported one).
 //!
-//! Files: `driver` splits the work and runs it in parallel, `int8/` (layout, quantization,
+//! Files: `driver` splits the work and runs it in parallel (each job writing its own
+//! `columns`), the [`KernelTable`] picks each job's kernel, `int8/` (layout, quantization,
 //! matrix type, microkernels per ISA) and `float/` (f32/bf16 mat-vec kernels per ISA, the
 //! AVX512-BF16 dot-product mat-vec and mat-mat in `float/bf16dot`, gemm panels for the other
 //! mat-mats)
 //! compute.
 
 #[cfg(target_arch = "x86_64")]
-mod amx;
-mod driver;
+pub(crate) mod amx;
+pub(crate) mod columns;
+pub(crate) mod driver;
 pub mod error;
-mod float;
+pub(crate) mod float;
 pub mod int8;
 
 use half::bf16;
 
-pub use crate::dispatch::SimdLevel;
+pub use crate::dispatch::{KernelTable, SimdLevel};
 pub use error::{MatmulError, Q8FormatError};
-pub use float::FloatWeight;
 pub use int8::layout::Q8_FORMAT;
 pub use int8::matrix::Q8Matrix;
 pub use int8::quantize::{Q8Activations, quantize_activations};
@@ -104,18 +105,6 @@ fn check_len(what: &'static str, got: usize, n: usize, k: usize) -> Result<(), M
     Ok(())
 }
 
-/// Do bf16 products at `level` run the AVX512-BF16 dot-product kernels (mat-vec and mat-mat),
-/// which round the activations to bf16 (to nearest even, as llama.cpp's BF16 does)? Otherwise the
-/// bf16 weights are widened to f32 and the activations stay f32.
-pub fn bf16_rounds_activations(level: SimdLevel) -> bool {
-    float::bf16dot::available(level)
-}
-
-/// Does the bf16 dot-product mat-vec prefetch every line of its weight rows (else one in 8)?
-pub fn bf16_matvec_prefetches_every_line() -> bool {
-    float::bf16dot::prefetch_every_line()
-}
-
 /// `y = x W^T + bias` at the process-wide SIMD level. x `[m, k]`, y `[m, n]`, bias `[n]`;
 /// `m = x.len() / k` (m == 1 takes the matrix-vector path).
 pub fn matmul(
@@ -124,18 +113,18 @@ pub fn matmul(
     bias: Option<&[f32]>,
     y: &mut [f32],
 ) -> Result<(), MatmulError> {
-    matmul_at(crate::dispatch::simd_level(), w, x, bias, y)
+    matmul_at(KernelTable::current(), w, x, bias, y)
 }
 
-/// [`matmul`] at an explicit level (must be supported by this CPU: see [`SimdLevel::all_supported`]).
+/// [`matmul`] with the kernels of `table` (see [`KernelTable::all_supported`]).
 pub fn matmul_at(
-    level: SimdLevel,
+    table: &KernelTable,
     w: &WeightMatrix<'_>,
     x: &[f32],
     bias: Option<&[f32]>,
     y: &mut [f32],
 ) -> Result<(), MatmulError> {
-    driver::run(level, &[(*w, bias)], x, &mut [y], driver::Epilogue::None)
+    driver::run(table, &[(*w, bias)], x, &mut [y], driver::Epilogue::None)
 }
 
 /// Several projections of the same activations (q, k, v and the attention gate), each with its
@@ -146,16 +135,16 @@ pub fn matmul_shared_input(
     x: &[f32],
     ys: &mut [&mut [f32]],
 ) -> Result<(), MatmulError> {
-    matmul_shared_input_at(crate::dispatch::simd_level(), ws, x, ys)
+    matmul_shared_input_at(KernelTable::current(), ws, x, ys)
 }
 
 pub fn matmul_shared_input_at(
-    level: SimdLevel,
+    table: &KernelTable,
     ws: &[(WeightMatrix<'_>, Option<&[f32]>)],
     x: &[f32],
     ys: &mut [&mut [f32]],
 ) -> Result<(), MatmulError> {
-    driver::run(level, ws, x, ys, driver::Epilogue::None)
+    driver::run(table, ws, x, ys, driver::Epilogue::None)
 }
 
 /// The MLP's first half: `y = silu(x Wg^T) * (x Wu^T)`, both products computed column block by
@@ -166,11 +155,11 @@ pub fn gate_up_silu(
     x: &[f32],
     y: &mut [f32],
 ) -> Result<(), MatmulError> {
-    gate_up_silu_at(crate::dispatch::simd_level(), gate, up, x, y)
+    gate_up_silu_at(KernelTable::current(), gate, up, x, y)
 }
 
 pub fn gate_up_silu_at(
-    level: SimdLevel,
+    table: &KernelTable,
     gate: &WeightMatrix<'_>,
     up: &WeightMatrix<'_>,
     x: &[f32],
@@ -188,7 +177,7 @@ pub fn gate_up_silu_at(
         });
     }
     driver::run(
-        level,
+        table,
         &[(*up, None)],
         x,
         &mut [y],

@@ -55,3 +55,9 @@ pub fn abs_dot(x: &[f32], w: &[f32], m: usize, k: usize, n: usize) -> Vec<f32> {
 pub fn order_tolerance(k: usize, abs_sum: f32) -> f32 {
     2.0 * k as f32 * f32::EPSILON * abs_sum + 1e-6
 }
+
+/// The scalar kernels (every CPU has them).
+pub fn scalar() -> &'static gattn_kernels::dispatch::KernelTable {
+    gattn_kernels::dispatch::KernelTable::for_level(gattn_kernels::SimdLevel::Scalar)
+        .expect("scalar is always supported")
+}

@@ -314,7 +314,7 @@ pub fn run_bench(model: &Qwen3Model, settings: &BenchSettings) -> Result<BenchRe
             weight_bytes: model.weight_bytes() as u64,
         },
         machine: MachineSummary {
-            simd: choice.level.name(),
+            simd: choice.table().name(),
             simd_reason: choice.reason.clone(),
             threads: rayon::current_num_threads(),
             machine_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),

@@ -17,6 +17,8 @@ use rayon::prelude::*;
 use super::tiles::Tiles;
 use super::transpose::transpose16;
 use crate::aligned::{Aligned, LineVec};
+use crate::matmul::float::{FloatWeight, bf16dot};
+use crate::matmul::{WeightMatrix, columns::ColumnBlock, driver::Inputs};
 
 /// Tokens per tile, weight rows per tile, and k values per tile step.
 const TOKENS: usize = 16;
@@ -97,11 +99,34 @@ unsafe fn pack_tile(x: &[f32], live: usize, k: usize, dst: &mut [u32]) {
     }
 }
 
+/// The bf16 mat-mat job on AMX tiles (table entry), or with the AVX512-BF16 dot product where
+/// k is not a multiple of 32 (the driver then rounded the activations instead of packing them).
+///
+/// # Safety
+/// AMX is usable (the CPU has it, the OS granted the tile state) and so is AVX512-BF16.
+pub(crate) unsafe fn matmat_job(
+    w: &WeightMatrix<'_>,
+    input: &Inputs<'_>,
+    col0: usize,
+    out: &mut ColumnBlock<'_>,
+) {
+    let Some(x) = input.amx_bf16.as_ref() else {
+        // SAFETY: AVX512-BF16 per the caller's contract.
+        return unsafe { bf16dot::matmat_job(w, input, col0, out) };
+    };
+    let (w, k) = bf16::weights(w);
+    assert_eq!(out.rows(), x.m);
+    let (cols, ld) = (out.cols(), out.ld());
+    // SAFETY: AMX per the caller's contract; the block is valid for y[i * ld + j], i < m,
+    // j < cols, and this job's alone.
+    unsafe { matmat_cols(w, k, x, col0, cols, out.as_mut_ptr(), ld) }
+}
+
 /// Columns `col0 .. col0 + cols` of `y = x w^T`, written through `y` (column `col0` of token 0)
 /// with row stride `ld`.
 ///
 /// # Safety
-/// The level must be `SimdLevel::Amx` (supported: AMX usable). `y` must be valid for writes of
+/// AMX must be usable (see [`matmat_job`]). `y` must be valid for writes of
 /// `y[i * ld + j]`, `i < x.m`, `j < cols`, and no other thread may access those elements.
 pub(crate) unsafe fn matmat_cols(
     w: &[bf16],

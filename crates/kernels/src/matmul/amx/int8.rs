@@ -18,14 +18,7 @@
 //! two sets of activation and result tiles, and scales each token tile's results two token
 //! tiles later, while other products run.
 //!
-//! Measured on the Qwen3-1.7B shape (512 tokens, 2 threads; one thread of a 2048 x 2048 matmul
-//! in brackets): int8 prefill 287 tok/s with 2 x 2 result tiles and each block's epilogue after
-//! its products (7.5 ms); 265 with the token-tile pipeline on rows of the activations, whose
-//! tile loads (16 rows k bytes apart) do not train the hardware prefetchers; 317-326 on tiles in
-//! order; 310-324 (6.9 ms) with the scaling two tiles behind and the other changes here; ~350
-//! (6.2-6.4 ms) with its buffers on cache lines (`aligned`). The AVX-512 VNNI kernel: 231
-//! tok/s. This kernel reaches ~670 GOP/s a core against ~7000 for bare `tdpbssd` (C probe):
-//! the tile stores and the epilogue bound it.
+//! The tile stores and the epilogue, not the tile products, bound this kernel.
 
 use core::arch::x86_64::*;
 use std::cell::RefCell;
@@ -37,6 +30,7 @@ use crate::aligned::{Aligned, LineVec};
 use crate::matmul::int8::layout::{BLOCK, ROWS, TILE_BYTES};
 use crate::matmul::int8::matrix::Q8Matrix;
 use crate::matmul::int8::quantize::Q8Activations;
+use crate::matmul::{WeightMatrix, columns::ColumnBlock, driver::Inputs};
 
 /// Tokens per tile; the microkernel takes two tiles, so activations are padded to 32 tokens.
 const TOKENS: usize = 16;
@@ -57,7 +51,7 @@ fn block_tokens(kp: usize) -> usize {
 /// token block (of [`block_tokens`]), `[block b][token tile][16 tokens][64 values]` (and
 /// `[b][tile][16]` scales), so that the tiles the microkernel loads one after another, every
 /// token tile of one block, are consecutive KiBs. (With the tiles of a token tile together
-/// instead, they were `nb` KiB apart, all in the same L1 sets: 5% slower.)
+/// instead, they would be `nb` KiB apart, all in the same L1 sets.)
 pub(crate) fn order_tiles(x: &mut Q8Activations) {
     assert!(x.rows.is_multiple_of(TOKEN_PADDING));
     let nb = x.nb;
@@ -96,11 +90,36 @@ thread_local! {
     static SUMS: RefCell<LineVec<f32>> = RefCell::new(LineVec::default());
 }
 
+/// The int8 mat-mat job on AMX tiles (table entry).
+///
+/// # Safety
+/// AMX is usable (the CPU has it, the OS granted the tile state) and so is AVX-512.
+pub(crate) unsafe fn matmat_job(
+    w: &WeightMatrix<'_>,
+    input: &Inputs<'_>,
+    col0: usize,
+    out: &mut ColumnBlock<'_>,
+) {
+    let WeightMatrix::Int8(w) = *w else {
+        panic!("the table gave an int8 kernel other weights");
+    };
+    let x = input
+        .q8
+        .as_ref()
+        .expect("int8 weights get quantized activations");
+    assert_eq!(out.rows(), x.m);
+    let (cols, ld) = (out.cols(), out.ld());
+    // SAFETY: AMX per the caller's contract; the table's input forms padded the activations to
+    // TOKEN_PADDING and put them in tile order (checked by `matmat_cols`); the block is valid
+    // for y[i * ld + j], i < m, j < cols, and this job's alone.
+    unsafe { matmat_cols(w, x, col0, cols, out.as_mut_ptr(), ld) }
+}
+
 /// Columns `col0 .. col0 + cols` (`col0` a multiple of 16) of `y = x w^T` for all tokens,
 /// through `y` (column `col0` of token 0) with row stride `ld`.
 ///
 /// # Safety
-/// The level must be `SimdLevel::Amx` (supported: AMX usable) and `x` padded to
+/// AMX must be usable (see [`matmat_job`]) and `x` padded to
 /// [`TOKEN_PADDING`] tokens, in tile order ([`order_tiles`]). `y` must be valid for writes of
 /// `y[i * ld + j]`, `i < x.m`, `j < cols`, and no other thread may access those elements.
 pub(crate) unsafe fn matmat_cols(
@@ -240,7 +259,7 @@ unsafe fn microkernel(
     let staged_ptr = staged.0.as_mut_ptr();
     let sums_ptr = sums.as_mut_ptr();
     for b in 0..nb {
-        // SAFETY (all): offsets within the caller's contract; each staging set is read only
+        // SAFETY: (all) offsets within the caller's contract; each staging set is read only
         // after the tile stores of its token tile.
         unsafe {
             tiles.load::<6>(weights[0].add(b * TILE_BYTES).cast(), 64);

@@ -34,7 +34,7 @@ pub(crate) struct Tiles(());
 
 impl Tiles {
     /// # Safety
-    /// AMX must be usable by this process (`SimdLevel::Amx` is supported): the CPU has it
+    /// AMX must be usable by this process (`CpuFeatures::amx`): the CPU has it
     /// and the OS granted the tile state.
     pub(crate) unsafe fn configure() -> Tiles {
         let cfg = TileConfig::all_full();

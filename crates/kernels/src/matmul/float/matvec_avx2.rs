@@ -5,6 +5,10 @@ use core::arch::x86_64::*;
 use half::bf16;
 
 trait Load8: Copy {
+    /// 8 values from `p` as f32 lanes.
+    ///
+    /// # Safety
+    /// AVX2 present; `p` valid for reads of 8 values.
     unsafe fn load(p: *const Self) -> __m256;
     fn value(self) -> f32;
 }
@@ -12,6 +16,7 @@ trait Load8: Copy {
 impl Load8 for f32 {
     #[inline(always)]
     unsafe fn load(p: *const f32) -> __m256 {
+        // SAFETY: the caller's contract (8 readable values, AVX2).
         unsafe { _mm256_loadu_ps(p) }
     }
     fn value(self) -> f32 {
@@ -22,6 +27,7 @@ impl Load8 for f32 {
 impl Load8 for bf16 {
     #[inline(always)]
     unsafe fn load(p: *const bf16) -> __m256 {
+        // SAFETY: the caller's contract (8 readable values, AVX2).
         unsafe {
             let h = _mm_loadu_si128(p.cast());
             _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))
@@ -32,8 +38,11 @@ impl Load8 for bf16 {
     }
 }
 
+/// # Safety
+/// AVX2 present.
 #[inline(always)]
 unsafe fn hsum(v: __m256) -> f32 {
+    // SAFETY: register-only operations; the caller's contract on AVX2.
     unsafe {
         let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
         let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -41,8 +50,13 @@ unsafe fn hsum(v: __m256) -> f32 {
     }
 }
 
+/// Rows `0..R` of `w` (`k` apart) dotted with `x` into `out[0..R]`.
+///
+/// # Safety
+/// AVX2 and FMA present; `w` valid for `R * k` reads, `x` for `k`, `out` for `R` writes.
 #[inline(always)]
 unsafe fn rows<T: Load8, const R: usize>(w: *const T, k: usize, x: *const f32, out: *mut f32) {
+    // SAFETY: every offset is below R * k (weights), k (x) or R (out): the caller's contract.
     unsafe {
         let mut acc = [_mm256_setzero_ps(); R];
         let full = k / 8 * 8;

@@ -7,17 +7,23 @@ use half::bf16;
 
 /// Loads 16 weights as f32 (the element types the float kernels accept).
 trait Load16: Copy {
+    /// # Safety
+    /// AVX-512 present; `p` valid for reads of 16 values.
     unsafe fn load(p: *const Self) -> __m512;
+    /// # Safety
+    /// AVX-512 present; `p` valid for reads of the values whose `mask` bits are set.
     unsafe fn load_masked(p: *const Self, mask: __mmask16) -> __m512;
 }
 
 impl Load16 for f32 {
     #[inline(always)]
     unsafe fn load(p: *const f32) -> __m512 {
+        // SAFETY: the caller's contract.
         unsafe { _mm512_loadu_ps(p) }
     }
     #[inline(always)]
     unsafe fn load_masked(p: *const f32, mask: __mmask16) -> __m512 {
+        // SAFETY: the caller's contract (masked-off lanes are not read).
         unsafe { _mm512_maskz_loadu_ps(mask, p) }
     }
 }
@@ -25,6 +31,7 @@ impl Load16 for f32 {
 impl Load16 for bf16 {
     #[inline(always)]
     unsafe fn load(p: *const bf16) -> __m512 {
+        // SAFETY: the caller's contract.
         unsafe {
             let h = _mm256_loadu_si256(p.cast());
             _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))
@@ -32,6 +39,7 @@ impl Load16 for bf16 {
     }
     #[inline(always)]
     unsafe fn load_masked(p: *const bf16, mask: __mmask16) -> __m512 {
+        // SAFETY: the caller's contract (masked-off lanes are not read).
         unsafe {
             let h = _mm256_maskz_loadu_epi16(mask, p.cast());
             _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))
@@ -40,10 +48,14 @@ impl Load16 for bf16 {
 }
 
 /// One row at a time keeps the weights a single sequential stream, which the hardware
-/// prefetcher follows best (4 rows at once, sharing x loads, measured at half the GB/s);
+/// prefetcher follows best (4 rows at once, sharing x loads, streamed much slower);
 /// 4 accumulators hide the FMA latency.
+///
+/// # Safety
+/// AVX-512 present; `w` and `x` valid for `k` reads, `out` for one write.
 #[inline(always)]
 unsafe fn row_unrolled<T: Load16>(w: *const T, k: usize, x: *const f32, out: *mut f32) {
+    // SAFETY: full loads end at or before k, the tail's mask covers only the values left.
     unsafe {
         let mut acc = [_mm512_setzero_ps(); 4];
         let main = k / 64 * 64;

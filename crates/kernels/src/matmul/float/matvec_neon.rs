@@ -11,6 +11,9 @@ use half::bf16;
 
 trait Load4: Copy {
     /// 4 consecutive values from `p` as f32 lanes.
+    ///
+    /// # Safety
+    /// `p` valid for reads of 4 values.
     unsafe fn load4(p: *const Self) -> float32x4_t;
     fn value(self) -> f32;
 }
@@ -18,6 +21,7 @@ trait Load4: Copy {
 impl Load4 for f32 {
     #[inline(always)]
     unsafe fn load4(p: *const f32) -> float32x4_t {
+        // SAFETY: the caller's contract (4 readable values).
         unsafe { vld1q_f32(p) }
     }
     fn value(self) -> f32 {
@@ -29,6 +33,7 @@ impl Load4 for bf16 {
     #[inline(always)]
     unsafe fn load4(p: *const bf16) -> float32x4_t {
         // bf16 bits are the top half of the f32 bits: widen u16 -> u32 shifted left by 16.
+        // SAFETY: the caller's contract (4 readable values).
         unsafe { vreinterpretq_f32_u32(vshll_n_u16::<16>(vld1_u16(p.cast()))) }
     }
     fn value(self) -> f32 {

@@ -1,8 +1,8 @@
 //! f32 and bf16 weights (used in place, e.g. straight from an mmapped checkpoint) times f32
 //! activations. bf16 with AVX512-BF16: `bf16dot` (activations rounded to bf16), mat-vec and
-//! mat-mat. Otherwise matrix-vector: own kernels; matrix-matrix: the `gemm` crate on column
-//! panels (bf16 panels widened to f32 first, a cost of one mat-vec per call, amortized over the
-//! tokens).
+//! mat-mat. Otherwise matrix-vector: own row kernels per ISA; matrix-matrix: the `gemm` crate on
+//! column panels (bf16 panels widened to f32 first, a cost of one mat-vec per call, amortized
+//! over the tokens). The `*_job` functions are the kernel table's entries.
 
 pub(crate) mod bf16dot;
 mod scalar;
@@ -16,15 +16,17 @@ mod matvec_neon;
 
 use half::bf16;
 
-use crate::dispatch::SimdLevel;
+use super::WeightMatrix;
+use super::columns::ColumnBlock;
+use super::driver::Inputs;
 
 /// A weight element the float kernels read: f32 or bf16.
-pub trait FloatWeight: Copy + Send + Sync + 'static {
+pub(crate) trait FloatWeight: Copy + Send + Sync + 'static {
     fn to_f32(self) -> f32;
-    /// Rows `out.len()` of `w` (`[rows, k]`) dotted with `x`, at `level`.
-    fn matvec_rows(level: SimdLevel, w: &[Self], k: usize, x: &[f32], out: &mut [f32]);
     /// Widens `src` into `dst` (same length) for the gemm panels.
     fn widen(src: &[Self], dst: &mut Vec<f32>);
+    /// The weights and k of `w`, which must be of this element type.
+    fn weights<'a>(w: &WeightMatrix<'a>) -> (&'a [Self], usize);
 }
 
 impl FloatWeight for f32 {
@@ -33,24 +35,16 @@ impl FloatWeight for f32 {
         self
     }
 
-    fn matvec_rows(level: SimdLevel, w: &[f32], k: usize, x: &[f32], out: &mut [f32]) {
-        match level {
-            // SAFETY: a level is only used when the CPU supports it.
-            #[cfg(target_arch = "x86_64")]
-            SimdLevel::Avx512 | SimdLevel::Amx => unsafe {
-                matvec_avx512::matvec_rows_f32(w, k, x, out)
-            },
-            #[cfg(target_arch = "x86_64")]
-            SimdLevel::Avx2 => unsafe { matvec_avx2::matvec_rows_f32(w, k, x, out) },
-            #[cfg(target_arch = "aarch64")]
-            SimdLevel::Neon => unsafe { matvec_neon::matvec_rows_f32(w, k, x, out) },
-            _ => scalar::matvec_rows(w, k, x, out),
-        }
-    }
-
     fn widen(src: &[f32], dst: &mut Vec<f32>) {
         dst.clear();
         dst.extend_from_slice(src);
+    }
+
+    fn weights<'a>(w: &WeightMatrix<'a>) -> (&'a [f32], usize) {
+        match *w {
+            WeightMatrix::F32 { data, k, .. } => (data, k),
+            _ => panic!("the table gave an f32 kernel other weights"),
+        }
     }
 }
 
@@ -60,59 +54,119 @@ impl FloatWeight for bf16 {
         bf16::to_f32(self)
     }
 
-    fn matvec_rows(level: SimdLevel, w: &[bf16], k: usize, x: &[f32], out: &mut [f32]) {
-        match level {
-            // SAFETY: a level is only used when the CPU supports it.
-            #[cfg(target_arch = "x86_64")]
-            SimdLevel::Avx512 | SimdLevel::Amx => unsafe {
-                matvec_avx512::matvec_rows_bf16(w, k, x, out)
-            },
-            #[cfg(target_arch = "x86_64")]
-            SimdLevel::Avx2 => unsafe { matvec_avx2::matvec_rows_bf16(w, k, x, out) },
-            #[cfg(target_arch = "aarch64")]
-            SimdLevel::Neon => unsafe { matvec_neon::matvec_rows_bf16(w, k, x, out) },
-            _ => scalar::matvec_rows(w, k, x, out),
-        }
-    }
-
     fn widen(src: &[bf16], dst: &mut Vec<f32>) {
         use half::slice::HalfFloatSliceExt;
         dst.clear();
         dst.resize(src.len(), 0.0);
         src.convert_to_f32_slice(dst);
     }
+
+    fn weights<'a>(w: &WeightMatrix<'a>) -> (&'a [bf16], usize) {
+        match *w {
+            WeightMatrix::Bf16 { data, k, .. } => (data, k),
+            _ => panic!("the table gave a bf16 kernel other weights"),
+        }
+    }
 }
 
-/// Columns `col0 .. col0 + cols` of `y = x w^T` (x `[m, k]`), written through `y` (pointing at
-/// column `col0` of token 0) with row stride `ld`.
-///
-/// # Safety
-/// `y` must be valid for writes of `y[i * ld + j]`, `i < m`, `j < cols`, and no other thread may
-/// access those elements.
-#[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn matmat_cols<T: FloatWeight>(
-    level: SimdLevel,
-    w: &[T],
-    k: usize,
-    x: &[f32],
-    m: usize,
-    col0: usize,
-    cols: usize,
-    y: *mut f32,
-    ld: usize,
-) {
-    let panel_w = &w[col0 * k..(col0 + cols) * k];
-    if level == SimdLevel::Scalar {
-        let mut row = vec![0.0f32; cols];
-        for i in 0..m {
-            T::matvec_rows(level, panel_w, k, &x[i * k..(i + 1) * k], &mut row);
-            for (j, v) in row.iter().enumerate() {
-                // SAFETY: the caller's contract.
-                unsafe { *y.add(i * ld + j) = *v };
+/// The row kernel of one ISA: `out[r] = w[r] . x` for the `out.len()` rows of `w` (`[rows, k]`).
+pub(crate) trait FloatRows<T> {
+    /// # Safety
+    /// The CPU has the ISA.
+    unsafe fn rows(w: &[T], k: usize, x: &[f32], out: &mut [f32]);
+}
+
+pub(crate) struct RowsScalar;
+#[cfg(target_arch = "x86_64")]
+pub(crate) struct RowsAvx2;
+#[cfg(target_arch = "x86_64")]
+pub(crate) struct RowsAvx512;
+#[cfg(target_arch = "aarch64")]
+pub(crate) struct RowsNeon;
+
+impl<T: FloatWeight> FloatRows<T> for RowsScalar {
+    unsafe fn rows(w: &[T], k: usize, x: &[f32], out: &mut [f32]) {
+        scalar::matvec_rows(w, k, x, out)
+    }
+}
+
+/// The float row kernels of an ISA module, for both weight types.
+macro_rules! float_rows {
+    ($isa:ty, $module:ident) => {
+        impl FloatRows<f32> for $isa {
+            unsafe fn rows(w: &[f32], k: usize, x: &[f32], out: &mut [f32]) {
+                // SAFETY: the caller's contract (the CPU has the ISA).
+                unsafe { $module::matvec_rows_f32(w, k, x, out) }
             }
         }
-        return;
+        impl FloatRows<bf16> for $isa {
+            unsafe fn rows(w: &[bf16], k: usize, x: &[f32], out: &mut [f32]) {
+                // SAFETY: the caller's contract (the CPU has the ISA).
+                unsafe { $module::matvec_rows_bf16(w, k, x, out) }
+            }
+        }
+    };
+}
+#[cfg(target_arch = "x86_64")]
+float_rows!(RowsAvx2, matvec_avx2);
+#[cfg(target_arch = "x86_64")]
+float_rows!(RowsAvx512, matvec_avx512);
+#[cfg(target_arch = "aarch64")]
+float_rows!(RowsNeon, matvec_neon);
+
+/// The mat-vec job (one token) with the row kernel `R`.
+///
+/// # Safety
+/// The CPU has `R`'s ISA.
+pub(crate) unsafe fn matvec_job<T: FloatWeight, R: FloatRows<T>>(
+    w: &WeightMatrix<'_>,
+    input: &Inputs<'_>,
+    col0: usize,
+    out: &mut ColumnBlock<'_>,
+) {
+    let (data, k) = T::weights(w);
+    let cols = out.cols();
+    // SAFETY: the caller's contract.
+    unsafe {
+        R::rows(
+            &data[col0 * k..(col0 + cols) * k],
+            k,
+            input.x,
+            out.row_mut(0),
+        )
     }
+}
+
+/// The mat-mat job as one mat-vec per token (the scalar level's; the oracle of the others).
+///
+/// # Safety
+/// The CPU has `R`'s ISA.
+pub(crate) unsafe fn matmat_rows_job<T: FloatWeight, R: FloatRows<T>>(
+    w: &WeightMatrix<'_>,
+    input: &Inputs<'_>,
+    col0: usize,
+    out: &mut ColumnBlock<'_>,
+) {
+    let (data, k) = T::weights(w);
+    let panel = &data[col0 * k..(col0 + out.cols()) * k];
+    for (i, x) in input.x.chunks_exact(k).enumerate() {
+        // SAFETY: the caller's contract.
+        unsafe { R::rows(panel, k, x, out.row_mut(i)) };
+    }
+}
+
+/// The mat-mat job on the `gemm` crate (which picks its own SIMD kernels at run time).
+pub(crate) fn matmat_gemm_job<T: FloatWeight>(
+    w: &WeightMatrix<'_>,
+    input: &Inputs<'_>,
+    col0: usize,
+    out: &mut ColumnBlock<'_>,
+) {
+    let (data, k) = T::weights(w);
+    let (m, cols, ld) = (input.m, out.cols(), out.ld());
+    let x = input.x;
+    assert!(out.rows() == m && x.len() == m * k);
+    let panel_w = &data[col0 * k..(col0 + cols) * k];
     thread_local! {
         static PANEL: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
     }
@@ -123,14 +177,15 @@ pub(crate) unsafe fn matmat_cols<T: FloatWeight>(
             T::widen(panel_w, panel);
             panel.as_ptr()
         };
-        // SAFETY: dst is `m x cols` with strides (ld, 1) per the caller's contract; lhs is x
-        // `[m, k]` row-major; rhs(kk, j) = panel[j * k + kk], i.e. the panel transposed.
+        // SAFETY: dst is the block, `m x cols` with strides (ld, 1) (`ColumnBlock::as_mut_ptr`);
+        // lhs is x `[m, k]` row-major; rhs(kk, j) = panel[j * k + kk], i.e. the panel
+        // transposed, `cols * k` values either way.
         unsafe {
             gemm::gemm(
                 m,
                 cols,
                 k,
-                y,
+                out.as_mut_ptr(),
                 1,
                 ld as isize,
                 false,

@@ -7,9 +7,8 @@
 //! advances 16 row dot products at once and the per-block epilogue is one vector per 16 rows.
 //!
 //! Why 64 and not Q8_0's 32: the f32 epilogue of a block (convert, scale, accumulate) takes
-//! the same vector pipes as `vpdpbusd`; over 16 steps instead of 8 it costs half as much. The
-//! 512-token int8 mat-mat went from 0.45-0.58 to 0.59-0.69 of the measured VNNI peak on Zen 4
-//! (benches/matmul.rs), and the scales cost 6% of the weight bytes instead of 12%.
+//! the same vector pipes as `vpdpbusd`; over 16 steps instead of 8 it costs half as much, and
+//! the scales take half the bytes.
 //!
 //! Weights are stored offset-binary: `u8 = q + 128` with `q` in [-127, 127]. VNNI multiplies
 //! unsigned by signed bytes; with the offset on the weight side, the correction

@@ -7,17 +7,19 @@ use super::layout::{BLOCK, ROWS, TILE_BYTES};
 use super::quantize::ActRow;
 
 /// Loads 4 activation bytes as one i32 and broadcasts it (folds into `vpdpbusd`'s `{1to16}`).
+///
+/// # Safety
+/// AVX-512 present; `p` valid for reads of 4 bytes.
 #[inline(always)]
 unsafe fn broadcast4(p: *const i8) -> __m512i {
+    // SAFETY: the caller's contract.
     unsafe { _mm512_set1_epi32((p as *const i32).read_unaligned()) }
 }
 
 /// Bytes (four blocks of a row group) ahead of the loads that the mat-vec's software prefetch
-/// asks for, one line every 512 bytes. A group's weights are a single stream of 34 KiB (k = 2048)
-/// before the next job's: the hint keeps the stream running ahead across job starts. One line
-/// in every 8 and not each line: on the Zen 5 host a prefetch per line cost 8% of a single
-/// thread's mat-vec stream (37 against 40 GB/s, the rate of a plain read of the same bytes),
-/// since the hardware prefetcher already fetches the lines in between.
+/// asks for, one line every 512 bytes: the hint keeps the weight stream running ahead across job
+/// starts. Not every line: the hardware prefetcher already fetches the lines in between, and a
+/// prefetch per line costs stream bandwidth.
 const PREFETCH_AHEAD: usize = 4096;
 
 /// One token against one row group (matrix-vector). Two accumulator chains hide VNNI latency.

@@ -15,7 +15,9 @@ mod microkernel_avx512;
 #[cfg(target_arch = "aarch64")]
 mod microkernel_neon;
 
-use crate::dispatch::{SimdLevel, cpu_features};
+use super::WeightMatrix;
+use super::columns::ColumnBlock;
+use super::driver::Inputs;
 use layout::ROWS;
 use matrix::Q8Matrix;
 use quantize::{ActRow, Q8Activations};
@@ -23,174 +25,195 @@ use quantize::{ActRow, Q8Activations};
 /// Tokens per AVX-512 microkernel tile (activations are padded to a multiple of it).
 pub(crate) const TILE_TOKENS: usize = 6;
 /// Row groups per AVX-512 microkernel tile (2 x 16 = 32 output rows).
+#[cfg(target_arch = "x86_64")]
 const TILE_GROUPS: usize = 2;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kernel {
-    Scalar,
-    #[cfg(target_arch = "x86_64")]
-    Avx2,
-    #[cfg(target_arch = "x86_64")]
-    Vnni,
-    #[cfg(target_arch = "aarch64")]
-    Neon,
+/// The row-group kernel of one ISA: the 16 outputs of one row group for one token.
+pub(crate) trait GroupDot {
+    /// # Safety
+    /// The CPU has the ISA.
+    unsafe fn group_dot(packed: &[u8], scales: &[f32], x: ActRow<'_>) -> [f32; ROWS];
 }
 
-fn kernel(level: SimdLevel) -> Kernel {
-    match level {
-        #[cfg(target_arch = "x86_64")]
-        SimdLevel::Avx512 | SimdLevel::Amx if cpu_features().avx512_vnni => Kernel::Vnni,
-        #[cfg(target_arch = "x86_64")]
-        SimdLevel::Avx512 | SimdLevel::Amx | SimdLevel::Avx2 => Kernel::Avx2,
-        #[cfg(target_arch = "aarch64")]
-        SimdLevel::Neon => Kernel::Neon,
-        _ => {
-            let _ = cpu_features;
-            Kernel::Scalar
-        }
+pub(crate) struct DotScalar;
+#[cfg(target_arch = "x86_64")]
+pub(crate) struct DotAvx2;
+#[cfg(target_arch = "x86_64")]
+pub(crate) struct DotVnni;
+#[cfg(target_arch = "aarch64")]
+pub(crate) struct DotNeon;
+
+impl GroupDot for DotScalar {
+    #[inline]
+    unsafe fn group_dot(packed: &[u8], scales: &[f32], x: ActRow<'_>) -> [f32; ROWS] {
+        scalar::group_dot(packed, scales, x)
     }
 }
 
-fn group_dot(kernel: Kernel, packed: &[u8], scales: &[f32], x: ActRow<'_>) -> [f32; ROWS] {
-    match kernel {
-        Kernel::Scalar => scalar::group_dot(packed, scales, x),
-        // SAFETY: `kernel` only picks an ISA the CPU has (see `kernel`).
-        #[cfg(target_arch = "x86_64")]
-        Kernel::Avx2 => unsafe { microkernel_avx2::group_dot(packed, scales, x) },
-        #[cfg(target_arch = "x86_64")]
-        Kernel::Vnni => unsafe { microkernel_avx512::group_dot(packed, scales, x) },
-        #[cfg(target_arch = "aarch64")]
-        Kernel::Neon => unsafe { microkernel_neon::group_dot(packed, scales, x) },
+#[cfg(target_arch = "x86_64")]
+impl GroupDot for DotAvx2 {
+    #[inline]
+    unsafe fn group_dot(packed: &[u8], scales: &[f32], x: ActRow<'_>) -> [f32; ROWS] {
+        // SAFETY: the caller's contract (AVX2 and FMA present).
+        unsafe { microkernel_avx2::group_dot(packed, scales, x) }
     }
 }
 
-/// Token padding the activations need for `level`'s matrix-matrix kernel.
-pub(crate) fn token_padding(level: SimdLevel) -> usize {
-    #[cfg(target_arch = "x86_64")]
-    if level == SimdLevel::Amx {
-        return crate::matmul::amx::int8::TOKEN_PADDING;
-    }
-    match kernel(level) {
-        #[cfg(target_arch = "x86_64")]
-        Kernel::Vnni => TILE_TOKENS,
-        _ => 1,
+#[cfg(target_arch = "x86_64")]
+impl GroupDot for DotVnni {
+    #[inline]
+    unsafe fn group_dot(packed: &[u8], scales: &[f32], x: ActRow<'_>) -> [f32; ROWS] {
+        // SAFETY: the caller's contract (AVX-512 and VNNI present).
+        unsafe { microkernel_avx512::group_dot(packed, scales, x) }
     }
 }
 
-/// Rows `row0 .. row0 + out.len()` of `w x` for token 0 of `x`; `row0` is a multiple of 16.
-pub(crate) fn matvec_rows(
-    level: SimdLevel,
-    w: &Q8Matrix<'_>,
-    x: &Q8Activations,
-    row0: usize,
-    out: &mut [f32],
+#[cfg(target_arch = "aarch64")]
+impl GroupDot for DotNeon {
+    #[inline]
+    unsafe fn group_dot(packed: &[u8], scales: &[f32], x: ActRow<'_>) -> [f32; ROWS] {
+        // SAFETY: the caller's contract (NEON present).
+        unsafe { microkernel_neon::group_dot(packed, scales, x) }
+    }
+}
+
+/// The int8 weights and quantized activations of a job.
+fn operands<'w, 'i>(
+    w: &WeightMatrix<'w>,
+    input: &'i Inputs<'_>,
+) -> (&'w Q8Matrix<'w>, &'i Q8Activations) {
+    let WeightMatrix::Int8(q) = *w else {
+        panic!("the table gave an int8 kernel other weights");
+    };
+    let x = input
+        .q8
+        .as_ref()
+        .expect("int8 weights get quantized activations");
+    (q, x)
+}
+
+/// Stores a row group's 16 values for `token` into the block (its columns `first ..`, fewer at
+/// the block's end).
+#[inline(always)]
+fn store(out: &mut ColumnBlock<'_>, token: usize, first: usize, values: &[f32; ROWS]) {
+    let row = &mut out.row_mut(token)[first..];
+    if let Some(dst) = row.first_chunk_mut::<ROWS>() {
+        // A constant length: one vector move, not a loop or a memcpy call.
+        *dst = *values;
+    } else {
+        let live = row.len();
+        row.copy_from_slice(&values[..live]);
+    }
+}
+
+/// The mat-vec job (table entry): rows `col0 ..` (`col0` a multiple of 16) for token 0.
+///
+/// # Safety
+/// The CPU has `D`'s ISA.
+pub(crate) unsafe fn matvec_job<D: GroupDot>(
+    w: &WeightMatrix<'_>,
+    input: &Inputs<'_>,
+    col0: usize,
+    out: &mut ColumnBlock<'_>,
 ) {
-    debug_assert_eq!(row0 % ROWS, 0);
-    let kernel = kernel(level);
+    let (w, x) = operands(w, input);
+    debug_assert_eq!(col0 % ROWS, 0);
     let x = x.row(0);
-    for (i, chunk) in out.chunks_mut(ROWS).enumerate() {
-        let (packed, scales) = w.group(row0 / ROWS + i);
-        let y = group_dot(kernel, packed, scales, x);
+    for (i, chunk) in out.row_mut(0).chunks_mut(ROWS).enumerate() {
+        let (packed, scales) = w.group(col0 / ROWS + i);
+        // SAFETY: the caller's contract.
+        let y = unsafe { D::group_dot(packed, scales, x) };
         chunk.copy_from_slice(&y[..chunk.len()]);
     }
 }
 
-/// Columns `col0 .. col0 + cols` of `y = x w^T` for all tokens: writes `y[i * ld + j]` for
-/// `i < m`, `j < cols` through `y`, which points at column `col0` of token 0.
+/// The mat-mat job as row group after row group for each token (table entry where no tile
+/// kernel exists).
 ///
 /// # Safety
-/// `y` must be valid for those writes and no other thread may access those elements.
-pub(crate) unsafe fn matmat_cols(
-    level: SimdLevel,
-    w: &Q8Matrix<'_>,
-    x: &Q8Activations,
+/// The CPU has `D`'s ISA.
+pub(crate) unsafe fn matmat_groups_job<D: GroupDot>(
+    w: &WeightMatrix<'_>,
+    input: &Inputs<'_>,
     col0: usize,
-    cols: usize,
-    y: *mut f32,
-    ld: usize,
+    out: &mut ColumnBlock<'_>,
 ) {
+    let (w, x) = operands(w, input);
     debug_assert_eq!(col0 % ROWS, 0);
-    #[cfg(target_arch = "x86_64")]
-    if level == SimdLevel::Amx {
-        // SAFETY: the level is supported, so AMX is usable; the driver padded the activations
-        // (token_padding) and put them in tile order; the caller's contract on y.
-        return unsafe { crate::matmul::amx::int8::matmat_cols(w, x, col0, cols, y, ld) };
-    }
-    let kernel = kernel(level);
-    let (g0, g1) = (col0 / ROWS, (col0 + cols).div_ceil(ROWS));
-    // SAFETY: the caller's contract; `store` only writes rows < m and columns < cols.
-    let store = |token: usize, g: usize, values: &[f32; ROWS]| {
-        let first = g * ROWS - col0;
-        let out = unsafe { y.add(token * ld + first) };
-        if cols - first >= ROWS {
-            // A constant length: one vector move, not a loop or a memcpy call.
-            unsafe { out.cast::<[f32; ROWS]>().write_unaligned(*values) };
-        } else {
-            unsafe { std::ptr::copy_nonoverlapping(values.as_ptr(), out, cols - first) };
+    let (g0, g1) = (col0 / ROWS, (col0 + out.cols()).div_ceil(ROWS));
+    for token in 0..x.m {
+        let row = x.row(token);
+        for g in g0..g1 {
+            let (packed, scales) = w.group(g);
+            // SAFETY: the caller's contract.
+            let values = unsafe { D::group_dot(packed, scales, row) };
+            store(out, token, g * ROWS - col0, &values);
         }
-    };
-    match kernel {
-        #[cfg(target_arch = "x86_64")]
-        Kernel::Vnni => {
-            assert!(
-                x.rows.is_multiple_of(TILE_TOKENS),
-                "activations padded for the VNNI tile"
-            );
-            let nb = x.nb;
-            for tok0 in (0..x.m).step_by(TILE_TOKENS) {
-                let live = TILE_TOKENS.min(x.m - tok0);
-                let mut g = g0;
-                while g < g1 {
-                    if g + TILE_GROUPS <= g1 {
-                        let mut out = [[[0.0f32; ROWS]; TILE_GROUPS]; TILE_TOKENS];
-                        let groups = core::array::from_fn(|i| w.group(g + i));
-                        // SAFETY: VNNI is present (see `kernel`).
-                        unsafe {
-                            microkernel_avx512::tile::<TILE_TOKENS, TILE_GROUPS>(
-                                groups,
-                                &x.qs,
-                                &x.scales,
-                                &x.offset_fix,
-                                nb,
-                                tok0,
-                                &mut out,
-                            )
-                        };
-                        for (i, row) in out.iter().take(live).enumerate() {
-                            for (gi, values) in row.iter().enumerate() {
-                                store(tok0 + i, g + gi, values);
-                            }
-                        }
-                        g += TILE_GROUPS;
-                    } else {
-                        let mut out = [[[0.0f32; ROWS]; 1]; TILE_TOKENS];
-                        // SAFETY: VNNI is present (see `kernel`).
-                        unsafe {
-                            microkernel_avx512::tile::<TILE_TOKENS, 1>(
-                                [w.group(g)],
-                                &x.qs,
-                                &x.scales,
-                                &x.offset_fix,
-                                nb,
-                                tok0,
-                                &mut out,
-                            )
-                        };
-                        for (i, row) in out.iter().take(live).enumerate() {
-                            store(tok0 + i, g, &row[0]);
-                        }
-                        g += 1;
+    }
+}
+
+/// The mat-mat job on AVX512-VNNI tiles of 6 tokens by 2 row groups (table entry).
+///
+/// # Safety
+/// The CPU has AVX-512 and VNNI; the activations are padded to [`TILE_TOKENS`].
+#[cfg(target_arch = "x86_64")]
+pub(crate) unsafe fn matmat_vnni_job(
+    w: &WeightMatrix<'_>,
+    input: &Inputs<'_>,
+    col0: usize,
+    out: &mut ColumnBlock<'_>,
+) {
+    let (w, x) = operands(w, input);
+    debug_assert_eq!(col0 % ROWS, 0);
+    assert!(
+        x.rows.is_multiple_of(TILE_TOKENS),
+        "activations padded for the VNNI tile"
+    );
+    let (g0, g1) = (col0 / ROWS, (col0 + out.cols()).div_ceil(ROWS));
+    let nb = x.nb;
+    for tok0 in (0..x.m).step_by(TILE_TOKENS) {
+        let live = TILE_TOKENS.min(x.m - tok0);
+        let mut g = g0;
+        while g < g1 {
+            if g + TILE_GROUPS <= g1 {
+                let mut tile = [[[0.0f32; ROWS]; TILE_GROUPS]; TILE_TOKENS];
+                let groups = core::array::from_fn(|i| w.group(g + i));
+                // SAFETY: VNNI is present (the caller's contract).
+                unsafe {
+                    microkernel_avx512::tile::<TILE_TOKENS, TILE_GROUPS>(
+                        groups,
+                        &x.qs,
+                        &x.scales,
+                        &x.offset_fix,
+                        nb,
+                        tok0,
+                        &mut tile,
+                    )
+                };
+                for (i, row) in tile.iter().take(live).enumerate() {
+                    for (gi, values) in row.iter().enumerate() {
+                        store(out, tok0 + i, (g + gi) * ROWS - col0, values);
                     }
                 }
-            }
-        }
-        _ => {
-            for token in 0..x.m {
-                let row = x.row(token);
-                for g in g0..g1 {
-                    let (packed, scales) = w.group(g);
-                    store(token, g, &group_dot(kernel, packed, scales, row));
+                g += TILE_GROUPS;
+            } else {
+                let mut tile = [[[0.0f32; ROWS]; 1]; TILE_TOKENS];
+                // SAFETY: VNNI is present (the caller's contract).
+                unsafe {
+                    microkernel_avx512::tile::<TILE_TOKENS, 1>(
+                        [w.group(g)],
+                        &x.qs,
+                        &x.scales,
+                        &x.offset_fix,
+                        nb,
+                        tok0,
+                        &mut tile,
+                    )
+                };
+                for (i, row) in tile.iter().take(live).enumerate() {
+                    store(out, tok0 + i, g * ROWS - col0, &row[0]);
                 }
+                g += 1;
             }
         }
     }

@@ -7,7 +7,15 @@ use rayon::prelude::*;
 
 use super::layout::{self, BLOCK, ROWS, TILE_BYTES};
 use crate::aligned::LineVec;
-use crate::dispatch::SimdLevel;
+use crate::dispatch::KernelTable;
+
+/// Quantizes one token `x` into `qs` (blocks of 64), `scales` and `fix` (one per block), the
+/// kernel table's "activation quantize" entry (the same code compiled per ISA).
+///
+/// # Safety
+/// The CPU has the instructions the kernel was compiled for.
+pub(crate) type QuantizeRowFn =
+    unsafe fn(x: &[f32], qs: &mut [i8], scales: &mut [f32], fix: &mut [i32]);
 
 /// `1.5 * 2^23`: adding it to a float of magnitude below 2^22 rounds the sum to an integer
 /// (to nearest, ties to even) held in the low mantissa bits.
@@ -154,14 +162,14 @@ pub(crate) struct ActRow<'a> {
 /// Panics if `x.len() != m * k` (the entry points check shapes first).
 pub fn quantize_activations(x: &[f32], m: usize, k: usize) -> Q8Activations {
     let mut out = Q8Activations::default();
-    quantize_activations_into(crate::dispatch::simd_level(), x, m, k, 1, &mut out);
+    quantize_activations_into(KernelTable::current(), x, m, k, 1, &mut out);
     out
 }
 
 /// As [`quantize_activations`], reusing `out`'s buffers, padding rows to a multiple of `pad_rows`,
-/// and compiled for `level` (the code is the same; wider vectors where the level allows).
+/// with `table`'s kernel (the code is the same; wider vectors where the table's level allows).
 pub(crate) fn quantize_activations_into(
-    level: SimdLevel,
+    table: &KernelTable,
     x: &[f32],
     m: usize,
     k: usize,
@@ -184,7 +192,7 @@ pub(crate) fn quantize_activations_into(
     let kp = nb * BLOCK;
     type RowJob<'b> = (usize, ((&'b mut [i8], &'b mut [f32]), &'b mut [i32]));
     let work = |(row, ((qs, scales), fix)): RowJob<'_>| {
-        quantize_row(level, &x[row * k..(row + 1) * k], qs, scales, fix);
+        table.quantize_row(&x[row * k..(row + 1) * k], qs, scales, fix);
     };
     let iter = out.qs[..m * kp]
         .par_chunks_mut(kp)
@@ -198,34 +206,20 @@ pub(crate) fn quantize_activations_into(
     }
 }
 
-fn quantize_row(level: SimdLevel, x: &[f32], qs: &mut [i8], scales: &mut [f32], fix: &mut [i32]) {
-    #[cfg(target_arch = "x86_64")]
-    match level {
-        // SAFETY: the level is only ever one the CPU supports (SimdLevel::is_supported).
-        SimdLevel::Avx512 | SimdLevel::Amx => {
-            return unsafe { quantize_row_avx512(x, qs, scales, fix) };
-        }
-        SimdLevel::Avx2 => return unsafe { quantize_row_avx2(x, qs, scales, fix) },
-        _ => {}
-    }
-    let _ = level;
-    quantize_row_generic(x, qs, scales, fix)
-}
-
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
-fn quantize_row_avx512(x: &[f32], qs: &mut [i8], scales: &mut [f32], fix: &mut [i32]) {
+pub(crate) fn quantize_row_avx512(x: &[f32], qs: &mut [i8], scales: &mut [f32], fix: &mut [i32]) {
     quantize_row_generic(x, qs, scales, fix)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-fn quantize_row_avx2(x: &[f32], qs: &mut [i8], scales: &mut [f32], fix: &mut [i32]) {
+pub(crate) fn quantize_row_avx2(x: &[f32], qs: &mut [i8], scales: &mut [f32], fix: &mut [i32]) {
     quantize_row_generic(x, qs, scales, fix)
 }
 
 #[inline(always)]
-fn quantize_row_generic(x: &[f32], qs: &mut [i8], scales: &mut [f32], fix: &mut [i32]) {
+pub(crate) fn quantize_row_generic(x: &[f32], qs: &mut [i8], scales: &mut [f32], fix: &mut [i32]) {
     let mut q = [0i8; BLOCK];
     for (b, values) in x.chunks(BLOCK).enumerate() {
         scales[b] = quantize_block(values, &mut q);

@@ -78,7 +78,7 @@ pub(crate) unsafe fn tile<const T: usize>(
 ) {
     let mut acc = [[_mm512_setzero_ps(); 4]; T];
     let full = k / STEP;
-    // SAFETY (both loops): offsets stay within the caller's contract.
+    // SAFETY: (both loops) offsets stay within the caller's contract.
     unsafe {
         for s in 0..full {
             let w: [__m512bh; 4] =
@@ -120,15 +120,12 @@ const PREFETCH_EVERY: usize = 256;
 /// One weight row by one token: `sum_i row[i] * x[i]`, in four accumulator chains along k (so
 /// the `vdpbf16ps` latency is hidden). The mat-vec calls it row after row, and since rows are
 /// contiguous, a panel is one linear stream that the hardware prefetcher follows from start to
-/// end. The earlier kernel read four rows at once, four streams of 4 KiB (k = 2048) each, with a
-/// software prefetch 1 KiB ahead in each. On the Zen 5 host (alternated, slow bandwidth phase):
-/// bf16 decode 12.2-12.3 -> 13.1-13.3 tok/s (baseline) and 11.9-12.0 -> 12.8 (elementwise gate),
-/// paired roofline 0.88-0.93 -> 0.94-0.97; a decode step of the baseline 82 -> 77 ms in
-/// `gate_cost`. Without the aligned head below, the elementwise checkpoint (tensor data at 8 mod
-/// 64 bytes) got 5% slower instead: every weight load then read two cache lines.
+/// end (four rows at once made four short streams, which it followed worse). Rows are read from
+/// their first cache line on (see the aligned head below): a checkpoint's tensor data may start
+/// anywhere, and a load across two lines costs both.
 ///
-/// `EVERY_LINE`: prefetch each line of the row 4 KiB ahead, or one line in 8 (see
-/// [`super::prefetch_every_line`] for which CPUs take which).
+/// `EVERY_LINE`: prefetch each line of the row 4 KiB ahead, or one line in 8 (the kernel table
+/// picks per vendor).
 ///
 /// # Safety
 /// `row` valid for reads of `k` bf16 (bits); `x` valid for `k.next_multiple_of(32)` values, zero
@@ -147,7 +144,7 @@ pub(crate) unsafe fn row_dot<const EVERY_LINE: bool>(
     // weight load after it reads one line, not two.
     let head = ((64 - row as usize % 64) % 64 / 2).min(k);
     let mut i = 0;
-    // SAFETY (all loads): offsets stay within the caller's contract; the head and the rest read
+    // SAFETY: (all loads) offsets stay within the caller's contract; the head and the rest read
     // x and the weights through the same masks.
     unsafe {
         if head > 0 {

@@ -14,7 +14,8 @@ use half::bf16;
 use rayon::prelude::*;
 
 use crate::aligned::LineVec;
-use crate::dispatch::SimdLevel;
+#[cfg(target_arch = "x86_64")]
+use crate::matmul::{WeightMatrix, columns::ColumnBlock, driver::Inputs, float::FloatWeight};
 
 /// Tokens per microkernel tile (the activations are padded to a multiple of it).
 const TILE_TOKENS: usize = 6;
@@ -24,11 +25,6 @@ const TILE_ROWS: usize = 4;
 const K_BLOCK: usize = 2048;
 /// k values per `vdpbf16ps`; rows of the converted activations are padded to a multiple of it.
 const STEP: usize = 32;
-
-/// Does `level` on this CPU run the bf16 dot-product kernel?
-pub(crate) fn available(level: SimdLevel) -> bool {
-    level.is_avx512() && crate::dispatch::cpu_features().avx512_bf16
-}
 
 /// The activations `[m, k]` rounded to bf16 (to nearest even), stored as bits in
 /// `[rows, kp]`: k padded with zeros to a multiple of 32, tokens with zero rows to a multiple of
@@ -43,17 +39,12 @@ pub(crate) struct Bf16Activations {
     kp: usize,
 }
 
-/// Converts `x` (`[m, k]`) into `out` (reusing its buffer). Only for levels where
-/// [`available`] holds.
-pub(crate) fn convert_activations_into(
-    level: SimdLevel,
-    x: &[f32],
-    m: usize,
-    k: usize,
-    out: &mut Bf16Activations,
-) {
+/// Converts `x` (`[m, k]`) into `out` (reusing its buffer). Only where the CPU has AVX512-BF16
+/// (the tables that hold these kernels).
+pub(crate) fn convert_activations_into(x: &[f32], m: usize, k: usize, out: &mut Bf16Activations) {
+    let features = crate::dispatch::cpu_features();
     assert!(
-        available(level),
+        features.avx512_bf16 && crate::SimdLevel::Avx512.is_supported(),
         "the bf16 dot-product kernel needs AVX512-BF16"
     );
     assert_eq!(x.len(), m * k);
@@ -83,50 +74,63 @@ pub(crate) fn convert_activations_into(
         });
 }
 
-/// Rows `col0 .. col0 + out.len()` of `w` dotted with the single token of `x`: the mat-vec.
+/// The mat-vec job (table entry): rows `col0 ..` of the bf16 weights dotted with the single
+/// rounded token, row after row (the panel's rows are contiguous, one linear stream; see
+/// `row_dot`). `EVERY_LINE`: the software prefetch asks for every line of a row, else one in 8.
 ///
 /// # Safety
-/// Only where [`available`] holds.
+/// The CPU has AVX512-BF16.
 #[cfg(target_arch = "x86_64")]
-pub(crate) unsafe fn matvec_rows(
-    w: &[bf16],
-    k: usize,
-    x: &Bf16Activations,
+pub(crate) unsafe fn matvec_job<const EVERY_LINE: bool>(
+    w: &WeightMatrix<'_>,
+    input: &Inputs<'_>,
     col0: usize,
-    out: &mut [f32],
+    out: &mut ColumnBlock<'_>,
 ) {
+    let (w, k) = bf16::weights(w);
+    let x = input
+        .bf16
+        .as_ref()
+        .expect("bf16 weights get rounded activations");
+    let out = out.row_mut(0);
     assert!(w.len() >= (col0 + out.len()) * k);
     assert!(x.m == 1 && x.k == k && x.bits.len() >= x.kp);
     let (wp, xp) = (w.as_ptr().cast::<u16>(), x.bits.as_ptr());
-    let row_dot = if prefetch_every_line() {
-        microkernel_avx512::row_dot::<true>
-    } else {
-        microkernel_avx512::row_dot::<false>
-    };
-    // Row after row: the panel's rows are contiguous, one linear stream (see `row_dot`).
     for (r, y) in out.iter_mut().enumerate() {
         // SAFETY: AVX512-BF16 per the caller's contract; row col0 + r holds k values inside w;
         // x holds kp = k rounded up to 32 values, zero past k.
-        *y = unsafe { row_dot(wp.add((col0 + r) * k), k, xp) };
+        *y = unsafe { microkernel_avx512::row_dot::<EVERY_LINE>(wp.add((col0 + r) * k), k, xp) };
     }
 }
 
-/// Does the mat-vec's software prefetch ask for every line of a weight row (or one line in 8)?
-/// Decided once, from the CPU vendor (`gattn-cpu info` shows it). Every line on Intel: on the
-/// 2-core Xeon (AMX) host of 2026-12-05, alternated, bf16 decode 6.2-6.6 -> 7.8-8.1 tok/s
-/// (roofline 0.73-0.77 -> 0.89-0.93) and the elementwise-gated checkpoint 6.6-6.7 -> 7.4-7.7;
-/// two lines in 8 were no better than one. One line in 8 elsewhere, as tuned on the Zen 5 host
-/// (where a prefetch per line cost the int8 mat-vec 8% of its stream; on the Xeon it costs the
-/// int8 mat-vec too: 12.9-13.0 against 14.2 tok/s, so that kernel keeps its two lines a KiB).
-pub fn prefetch_every_line() -> bool {
-    crate::dispatch::cpu_features().vendor == crate::dispatch::CpuVendor::Intel
+/// The mat-mat job (table entry).
+///
+/// # Safety
+/// The CPU has AVX512-BF16.
+#[cfg(target_arch = "x86_64")]
+pub(crate) unsafe fn matmat_job(
+    w: &WeightMatrix<'_>,
+    input: &Inputs<'_>,
+    col0: usize,
+    out: &mut ColumnBlock<'_>,
+) {
+    let (w, k) = bf16::weights(w);
+    let x = input
+        .bf16
+        .as_ref()
+        .expect("bf16 weights get rounded activations");
+    assert_eq!(out.rows(), x.m);
+    let (cols, ld) = (out.cols(), out.ld());
+    // SAFETY: AVX512-BF16 per the caller's contract; the block is valid for y[i * ld + j],
+    // i < m, j < cols, and this job's alone.
+    unsafe { matmat_cols(w, k, x, col0, cols, out.as_mut_ptr(), ld) }
 }
 
 /// Columns `col0 .. col0 + cols` of `y = x w^T`, written through `y` (column `col0` of token 0)
 /// with row stride `ld`.
 ///
 /// # Safety
-/// Only where [`available`] holds. `y` must be valid for writes of `y[i * ld + j]`, `i < x.m`,
+/// The CPU has AVX512-BF16. `y` must be valid for writes of `y[i * ld + j]`, `i < x.m`,
 /// `j < cols`, and no other thread may access those elements.
 #[cfg(target_arch = "x86_64")]
 pub(crate) unsafe fn matmat_cols(

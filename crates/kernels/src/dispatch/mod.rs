@@ -1,13 +1,20 @@
-//! The one dispatch point: which SIMD level the fast kernels run at.
+//! The one dispatch point: which SIMD level the fast kernels run at, and the [`KernelTable`] of
+//! kernels resolved for it.
 //!
-//! Detected once (the first call of [`simd_level`]) from the CPU, unless the `GATTN_SIMD` environment
-//! variable forces one (`scalar`, `avx2`, `avx512`, `amx`, `neon`), so tests and users can exercise
-//! every path on one machine. Kernels also take an explicit level (`*_at` functions) for proptests.
+//! Detected once (the first call of [`simd_level`]) from the CPU, unless the `GATTN_SIMD`
+//! environment variable forces one (`scalar`, `avx2`, `avx512`, `amx`, `neon`), so tests and
+//! users can exercise every path on one machine. `amx` is not a level but the AVX-512 level with
+//! the AMX entries of the table; `avx512` on an AMX host leaves them out. Kernels also take an explicit table
+//! (`*_at` functions, [`KernelTable::all_supported`]) for proptests.
+
+pub(crate) mod table;
 
 use std::fmt;
 use std::sync::OnceLock;
 
 use pulp::{Simd, WithSimd};
+
+pub use table::{KernelEntry, KernelTable};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum SimdLevel {
@@ -15,12 +22,9 @@ pub enum SimdLevel {
     Scalar,
     /// x86-64 AVX2 + FMA (pulp's V3).
     Avx2,
-    /// x86-64 AVX-512 F/BW/VL (+VNNI, +BF16 where present) (pulp's V4).
+    /// x86-64 AVX-512 F/BW/VL (pulp's V4); VNNI, BF16 and AMX, where present, pick entries of
+    /// the [`KernelTable`].
     Avx512,
-    /// AVX-512 with the int8 and bf16 matrix-matrix products (prefill) on AMX tiles (Intel
-    /// Sapphire Rapids and later, where the OS grants the tile state); every other kernel is
-    /// the AVX-512 one.
-    Amx,
     /// aarch64 NEON.
     Neon,
 }
@@ -31,7 +35,6 @@ impl SimdLevel {
             SimdLevel::Scalar => "scalar",
             SimdLevel::Avx2 => "avx2",
             SimdLevel::Avx512 => "avx512",
-            SimdLevel::Amx => "amx",
             SimdLevel::Neon => "neon",
         }
     }
@@ -41,7 +44,6 @@ impl SimdLevel {
             "scalar" | "none" => Some(SimdLevel::Scalar),
             "avx2" | "x86-v3" | "v3" => Some(SimdLevel::Avx2),
             "avx512" | "x86-v4" | "v4" => Some(SimdLevel::Avx512),
-            "amx" => Some(SimdLevel::Amx),
             "neon" => Some(SimdLevel::Neon),
             _ => None,
         }
@@ -53,17 +55,8 @@ impl SimdLevel {
             SimdLevel::Scalar => true,
             SimdLevel::Avx2 => has_avx2(),
             SimdLevel::Avx512 => has_avx512(),
-            SimdLevel::Amx => {
-                // The AMX kernels pack and scale with AVX512-BF16 (every AMX CPU has it).
-                has_avx512() && cpu_features().avx512_bf16 && amx_usable()
-            }
             SimdLevel::Neon => cfg!(target_arch = "aarch64"),
         }
-    }
-
-    /// Does this level run the AVX-512 kernels (AVX-512 itself, and AMX beside it)?
-    pub fn is_avx512(self) -> bool {
-        matches!(self, SimdLevel::Avx512 | SimdLevel::Amx)
     }
 
     /// Every level this CPU can run, lowest first (the proptests iterate over these).
@@ -72,7 +65,6 @@ impl SimdLevel {
             SimdLevel::Scalar,
             SimdLevel::Avx2,
             SimdLevel::Avx512,
-            SimdLevel::Amx,
             SimdLevel::Neon,
         ]
         .into_iter()
@@ -94,12 +86,14 @@ impl fmt::Display for SimdLevel {
     }
 }
 
-/// Extra CPU features the int8 and bf16 kernels use at the AVX-512 level, and the vendor (some
-/// tuning, such as how densely a mat-vec prefetches, was measured per vendor).
+/// Extra CPU features that pick entries of the [`KernelTable`] at the AVX-512 level, and the
+/// vendor (some tuning, such as how densely a mat-vec prefetches, differs per vendor).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CpuFeatures {
     pub avx512_vnni: bool,
     pub avx512_bf16: bool,
+    /// AMX-TILE, -BF16 and -INT8 present, and the OS granted this process the tile state.
+    pub amx: bool,
     pub vendor: CpuVendor,
 }
 
@@ -120,10 +114,9 @@ impl CpuVendor {
     }
 }
 
-/// Detected once (the kernels ask on every call, and under a hypervisor each CPUID instruction
-/// traps: reading the vendor on every call made int8 decode 15% slower).
+/// Detected once (under a hypervisor each CPUID instruction traps, so asking per call is slow).
 pub fn cpu_features() -> CpuFeatures {
-    static FEATURES: std::sync::OnceLock<CpuFeatures> = std::sync::OnceLock::new();
+    static FEATURES: OnceLock<CpuFeatures> = OnceLock::new();
     *FEATURES.get_or_init(detect_cpu_features)
 }
 
@@ -133,6 +126,7 @@ fn detect_cpu_features() -> CpuFeatures {
         CpuFeatures {
             avx512_vnni: std::arch::is_x86_feature_detected!("avx512vnni"),
             avx512_bf16: std::arch::is_x86_feature_detected!("avx512bf16"),
+            amx: cpu_has_amx() && os_grants_amx_tiles(),
             vendor: x86_vendor(),
         }
     }
@@ -141,6 +135,7 @@ fn detect_cpu_features() -> CpuFeatures {
         CpuFeatures {
             avx512_vnni: false,
             avx512_bf16: false,
+            amx: false,
             vendor: CpuVendor::Other,
         }
     }
@@ -149,7 +144,7 @@ fn detect_cpu_features() -> CpuFeatures {
 /// The vendor string of CPUID leaf 0 (EBX, EDX, ECX: "GenuineIntel", "AuthenticAMD").
 #[cfg(target_arch = "x86_64")]
 fn x86_vendor() -> CpuVendor {
-    // CPUID is safe to execute on every x86_64 CPU.
+    // CPUID is safe to execute on every x86_64 CPU (a safe intrinsic).
     let leaf = std::arch::x86_64::__cpuid(0);
     let mut name = [0u8; 12];
     for (chunk, reg) in name.chunks_exact_mut(4).zip([leaf.ebx, leaf.edx, leaf.ecx]) {
@@ -191,39 +186,57 @@ fn has_avx512() -> bool {
 #[derive(Debug, Clone)]
 pub struct DispatchChoice {
     pub level: SimdLevel,
+    /// The AMX entries of the table are in force (`amx` or detection on an AMX host).
+    pub amx: bool,
     pub reason: String,
 }
 
+impl DispatchChoice {
+    /// The kernels this choice runs.
+    pub fn table(&self) -> &'static KernelTable {
+        KernelTable::get(self.level, self.amx).expect("the choice is supported")
+    }
+}
+
 static CHOICE: OnceLock<DispatchChoice> = OnceLock::new();
+
+/// A `GATTN_SIMD` value: a level, and whether the AMX entries are asked for (`amx`).
+fn parse_override(value: &str) -> Option<(SimdLevel, bool)> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "amx" => Some((SimdLevel::Avx512, true)),
+        other => SimdLevel::parse(other).map(|level| (level, false)),
+    }
+}
 
 /// Decides the level once: `GATTN_SIMD` if set (and supported), else the best detected.
 /// An unsupported or unknown override falls back to detection and says so in `reason`.
 pub fn dispatch_choice() -> &'static DispatchChoice {
     CHOICE.get_or_init(|| {
         let detected = SimdLevel::detect();
-        match std::env::var("GATTN_SIMD") {
-            Ok(value) => match SimdLevel::parse(&value) {
-                Some(level) if level.is_supported() => DispatchChoice {
-                    level,
-                    reason: format!("forced by GATTN_SIMD={value}"),
-                },
-                Some(level) => DispatchChoice {
-                    level: detected,
-                    reason: format!(
-                        "GATTN_SIMD={value} asks for {level}, which this CPU lacks; using detected {detected}"
-                    ),
-                },
-                None => DispatchChoice {
-                    level: detected,
-                    reason: format!(
-                        "GATTN_SIMD={value} is not one of scalar, avx2, avx512, amx, neon; using detected {detected}"
-                    ),
-                },
+        let detected_amx = KernelTable::get(detected, true).is_some();
+        let fallback = |reason: String| DispatchChoice {
+            level: detected,
+            amx: detected_amx,
+            reason,
+        };
+        let Ok(value) = std::env::var("GATTN_SIMD") else {
+            return fallback("detected".to_string());
+        };
+        let detected_name = KernelTable::get(detected, detected_amx)
+            .expect("the detected level is supported")
+            .name();
+        match parse_override(&value) {
+            Some((level, amx)) if KernelTable::get(level, amx).is_some() => DispatchChoice {
+                level,
+                amx,
+                reason: format!("forced by GATTN_SIMD={value}"),
             },
-            Err(_) => DispatchChoice {
-                level: detected,
-                reason: "detected".to_string(),
-            },
+            Some(_) => fallback(format!(
+                "GATTN_SIMD={value} asks for what this CPU lacks; using detected {detected_name}"
+            )),
+            None => fallback(format!(
+                "GATTN_SIMD={value} is not one of scalar, avx2, avx512, amx, neon; using detected {detected_name}"
+            )),
         }
     })
 }
@@ -233,12 +246,13 @@ pub fn simd_level() -> SimdLevel {
     dispatch_choice().level
 }
 
-/// Runs a pulp kernel `op` at `level` (the generic kernels: attention, activations). The level must be supported (checked by the public entry points); if it
-/// somehow is not, the portable scalar path runs instead.
+/// Runs a pulp kernel `op` at `level` (the generic kernels: attention, activations). The level
+/// must be supported (checked by the public entry points); if it somehow is not, the portable
+/// scalar path runs instead.
 pub(crate) fn run_at<Op: WithSimd>(level: SimdLevel, op: Op) -> Op::Output {
     match level {
         #[cfg(target_arch = "x86_64")]
-        SimdLevel::Avx512 | SimdLevel::Amx => {
+        SimdLevel::Avx512 => {
             if let Some(simd) = pulp::x86::V4::try_new() {
                 return Simd::vectorize(simd, op);
             }
@@ -260,32 +274,22 @@ pub(crate) fn run_at<Op: WithSimd>(level: SimdLevel, op: Op) -> Op::Output {
     Simd::vectorize(pulp::Scalar::new(), op)
 }
 
-/// Can this process use AMX tiles: the CPU has AMX-TILE, -BF16 and -INT8, and the OS granted
-/// the tile state (asked once).
-fn amx_usable() -> bool {
-    static USABLE: OnceLock<bool> = OnceLock::new();
-    *USABLE.get_or_init(|| cpu_has_amx() && os_grants_amx_tiles())
-}
-
+#[cfg(target_arch = "x86_64")]
 fn cpu_has_amx() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        // CPUID leaf 7, sub-leaf 0, EDX: bit 22 AMX-BF16, bit 24 AMX-TILE, bit 25 AMX-INT8.
-        // (CPUID is safe on every x86-64 CPU; leaf 7 exists where AVX-512 does.)
-        let edx = core::arch::x86_64::__cpuid_count(7, 0).edx;
-        let wanted = (1 << 22) | (1 << 24) | (1 << 25);
-        edx & wanted == wanted
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    // CPUID leaf 7, sub-leaf 0, EDX: bit 22 AMX-BF16, bit 24 AMX-TILE, bit 25 AMX-INT8.
+    // (CPUID is a safe intrinsic; a leaf past the CPU's maximum reads as zeros or the
+    // highest leaf, which never has all three bits.)
+    let edx = core::arch::x86_64::__cpuid_count(7, 0).edx;
+    let wanted = (1 << 22) | (1 << 24) | (1 << 25);
+    edx & wanted == wanted
 }
 
 /// Linux hands out the 8 KiB of tile data per process on request; using a tile before that
-/// raises SIGILL. The permission covers every thread of the process, so asking once suffices.
+/// raises SIGILL. The permission covers every thread of the process, so asking once suffices
+/// (`cpu_features` asks once).
+#[cfg(target_arch = "x86_64")]
 fn os_grants_amx_tiles() -> bool {
-    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    #[cfg(target_os = "linux")]
     {
         const ARCH_REQ_XCOMP_PERM: libc::c_long = 0x1023;
         const XFEATURE_XTILEDATA: libc::c_long = 18;
@@ -299,7 +303,7 @@ fn os_grants_amx_tiles() -> bool {
         };
         status == 0
     }
-    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    #[cfg(not(target_os = "linux"))]
     {
         false
     }
