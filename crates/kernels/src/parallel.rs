@@ -6,7 +6,8 @@
 //! idle workers go to sleep, and waking them (a futex and an inter-processor interrupt, slow in
 //! a VM) left threads idle for a noticeable share of a decode step. Inside
 //! [`with_spinning_workers`] the pool's other workers spin, waiting for the loops that the
-//! calling thread posts; outside it the loops are plain rayon loops (prefill's loops are long enough for rayon's sleeping to cost nothing).
+//! calling thread posts; outside it the loops are plain rayon loops (prefill's loops are long
+//! enough for rayon's sleeping to cost nothing).
 
 use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};

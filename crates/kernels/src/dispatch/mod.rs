@@ -4,8 +4,8 @@
 //! Detected once (the first call of [`simd_level`]) from the CPU, unless the `GATTN_SIMD`
 //! environment variable forces one (`scalar`, `avx2`, `avx512`, `amx`, `neon`), so tests and
 //! users can exercise every path on one machine. `amx` is not a level but the AVX-512 level with
-//! the AMX entries of the table; `avx512` on an AMX host leaves them out. Kernels also take an explicit table
-//! (`*_at` functions, [`KernelTable::all_supported`]) for proptests.
+//! the AMX entries of the table; `avx512` on an AMX host leaves them out. Kernels also take an
+//! explicit table (`*_at` functions, [`KernelTable::all_supported`]) for proptests.
 
 pub(crate) mod table;
 
@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 
 use pulp::{Simd, WithSimd};
 
-pub use table::{KernelEntry, KernelTable};
+pub use table::KernelTable;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum SimdLevel {
@@ -306,5 +306,26 @@ fn os_grants_amx_tiles() -> bool {
     #[cfg(not(target_os = "linux"))]
     {
         false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gattn_simd_values_name_a_level_and_whether_amx_entries_are_wanted() {
+        assert_eq!(parse_override("amx"), Some((SimdLevel::Avx512, true)));
+        assert_eq!(parse_override(" AVX512 "), Some((SimdLevel::Avx512, false)));
+        assert_eq!(parse_override("v3"), Some((SimdLevel::Avx2, false)));
+        assert_eq!(parse_override("scalar"), Some((SimdLevel::Scalar, false)));
+        assert_eq!(parse_override("sse2"), None);
+    }
+
+    #[test]
+    fn the_choice_runs_a_supported_table() {
+        let choice = dispatch_choice();
+        let table = choice.table();
+        assert_eq!((table.level(), table.amx()), (choice.level, choice.amx));
     }
 }

@@ -11,7 +11,9 @@
 use std::fmt;
 use std::sync::OnceLock;
 
-use super::{CpuFeatures, CpuVendor, SimdLevel, cpu_features};
+use super::SimdLevel;
+#[cfg(target_arch = "x86_64")]
+use super::{CpuFeatures, CpuVendor, cpu_features};
 use crate::attention::kv::KvDtype;
 use crate::attention::kv_encode::{self, EncodeRowFn};
 use crate::attention::{Int8ScoresFn, int8_queries};
@@ -22,9 +24,9 @@ use crate::matmul::{WeightMatrix, float, int8};
 
 /// One operation's kernel: the function and its human-readable name (`gattn-cpu info`).
 #[derive(Clone, Copy)]
-pub struct KernelEntry<F> {
+pub(crate) struct KernelEntry<F> {
     run: F,
-    pub name: &'static str,
+    name: &'static str,
 }
 
 impl<F> fmt::Debug for KernelEntry<F> {
@@ -129,12 +131,22 @@ impl KernelTable {
     pub fn all_supported() -> &'static [KernelTable] {
         static TABLES: OnceLock<Vec<KernelTable>> = OnceLock::new();
         TABLES.get_or_init(|| {
-            let features = cpu_features();
             let mut tables = Vec::new();
             for level in SimdLevel::all_supported() {
-                tables.push(KernelTable::build(level, false, features));
-                if level == SimdLevel::Avx512 && amx_usable(features) {
-                    tables.push(KernelTable::build(level, true, features));
+                match level {
+                    #[cfg(target_arch = "x86_64")]
+                    SimdLevel::Avx512 => {
+                        let features = cpu_features();
+                        tables.push(KernelTable::avx512(false, features));
+                        if amx_usable(features) {
+                            tables.push(KernelTable::avx512(true, features));
+                        }
+                    }
+                    #[cfg(target_arch = "x86_64")]
+                    SimdLevel::Avx2 => tables.push(KernelTable::avx2()),
+                    #[cfg(target_arch = "aarch64")]
+                    SimdLevel::Neon => tables.push(KernelTable::neon()),
+                    _ => tables.push(KernelTable::scalar()),
                 }
             }
             tables
@@ -228,18 +240,6 @@ impl KernelTable {
     /// attention tile widens the key bytes to f32).
     pub(crate) fn int8_kv_scores(&self) -> Option<Int8Scores> {
         self.int8_kv_scores.run.map(Int8Scores)
-    }
-
-    fn build(level: SimdLevel, amx: bool, features: CpuFeatures) -> KernelTable {
-        match level {
-            #[cfg(target_arch = "x86_64")]
-            SimdLevel::Avx512 => Self::avx512(amx, features),
-            #[cfg(target_arch = "x86_64")]
-            SimdLevel::Avx2 => Self::avx2(),
-            #[cfg(target_arch = "aarch64")]
-            SimdLevel::Neon => Self::neon(),
-            _ => Self::scalar(),
-        }
     }
 
     fn scalar() -> KernelTable {
@@ -425,6 +425,7 @@ impl InputForms {
 }
 
 /// The AMX kernels pack and scale with AVX512-BF16 (every AMX CPU has it).
+#[cfg(target_arch = "x86_64")]
 fn amx_usable(features: CpuFeatures) -> bool {
     features.amx && features.avx512_bf16 && SimdLevel::Avx512.is_supported()
 }

@@ -100,13 +100,7 @@ pub(crate) unsafe fn matmat_job(
     col0: usize,
     out: &mut ColumnBlock<'_>,
 ) {
-    let WeightMatrix::Int8(w) = *w else {
-        panic!("the table gave an int8 kernel other weights");
-    };
-    let x = input
-        .q8
-        .as_ref()
-        .expect("int8 weights get quantized activations");
+    let (w, x) = crate::matmul::int8::operands(w, input);
     assert_eq!(out.rows(), x.m);
     let (cols, ld) = (out.cols(), out.ld());
     // SAFETY: AMX per the caller's contract; the table's input forms padded the activations to

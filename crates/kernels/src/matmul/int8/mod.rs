@@ -78,7 +78,7 @@ impl GroupDot for DotNeon {
 }
 
 /// The int8 weights and quantized activations of a job.
-fn operands<'w, 'i>(
+pub(crate) fn operands<'w, 'i>(
     w: &WeightMatrix<'w>,
     input: &'i Inputs<'_>,
 ) -> (&'w Q8Matrix<'w>, &'i Q8Activations) {
