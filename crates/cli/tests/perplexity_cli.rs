@@ -80,7 +80,14 @@ fn f32_perplexity_equals_exp_mean_nll_from_logits() {
     let cache = tempfile::tempdir().unwrap();
     let report = json(&perplexity(
         cache.path(),
-        &["--builtin-text", "--weights", "f32", "--kv", "f32", "--json"],
+        &[
+            "--builtin-text",
+            "--weights",
+            "f32",
+            "--kv",
+            "f32",
+            "--json",
+        ],
     ));
 
     // The tiny models' tokenizer maps each byte of ASCII text to the token of that value.
@@ -116,7 +123,12 @@ fn f32_perplexity_equals_exp_mean_nll_from_logits() {
         for pos in CTX / 2..CTX - 1 {
             let row = &logits[pos * vocab..(pos + 1) * vocab];
             let max = row.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v as f64));
-            let lse = max + row.iter().map(|&v| (v as f64 - max).exp()).sum::<f64>().ln();
+            let lse = max
+                + row
+                    .iter()
+                    .map(|&v| (v as f64 - max).exp())
+                    .sum::<f64>()
+                    .ln();
             nll_sum += lse - row[window[pos + 1] as usize] as f64;
             scored += 1;
         }
@@ -159,24 +171,48 @@ fn kl_divergence_against_saved_logits() {
     // int8 weights and KV diverge a little, measurably.
     let int8 = json(&perplexity(
         cache.path(),
-        &["--weights", "int8", "--kv", "int8", "--json", "--kl-divergence", base_arg],
+        &[
+            "--weights",
+            "int8",
+            "--kv",
+            "int8",
+            "--json",
+            "--kl-divergence",
+            base_arg,
+        ],
     ));
     let kld = int8["mean_kld"].as_f64().unwrap();
     assert!(kld > 1e-7 && kld < 0.5, "int8 mean KLD {kld}");
 
     // Saving again refuses to overwrite, and --force replaces the file.
-    let o = perplexity(cache.path(), &[&f32_run[..], &["--save-logits", base_arg]].concat());
+    let o = perplexity(
+        cache.path(),
+        &[&f32_run[..], &["--save-logits", base_arg]].concat(),
+    );
     expect_exit(&o, 1);
     assert!(String::from_utf8_lossy(&o.stderr).contains("--force"));
     expect_exit(
-        &perplexity(cache.path(), &[&f32_run[..], &["--save-logits", base_arg, "--force"]].concat()),
+        &perplexity(
+            cache.path(),
+            &[&f32_run[..], &["--save-logits", base_arg, "--force"]].concat(),
+        ),
         0,
     );
 
     // Other windows than the base's are refused before anything runs.
     let o = gattn_cpu(
         cache.path(),
-        &["perplexity", "-m", "builtin:elementwise", "-c", "64", "--chunks", "2", "--kl-divergence", base_arg],
+        &[
+            "perplexity",
+            "-m",
+            "builtin:elementwise",
+            "-c",
+            "64",
+            "--chunks",
+            "2",
+            "--kl-divergence",
+            base_arg,
+        ],
     );
     expect_exit(&o, 1);
     assert!(String::from_utf8_lossy(&o.stderr).contains("does not match"));
@@ -191,7 +227,10 @@ fn bad_inputs_are_clear_errors() {
     let o = perplexity(cache.path(), &["--kl-divergence", junk.to_str().unwrap()]);
     expect_exit(&o, 1);
     let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(stderr.contains("junk.lp") && stderr.contains("magic"), "{stderr}");
+    assert!(
+        stderr.contains("junk.lp") && stderr.contains("magic"),
+        "{stderr}"
+    );
 
     let short = out.path().join("short.txt");
     std::fs::write(&short, "too short").unwrap();
@@ -203,7 +242,10 @@ fn bad_inputs_are_clear_errors() {
 #[test]
 fn default_run_prints_a_perplexity_offline() {
     let cache = tempfile::tempdir().unwrap();
-    let o = gattn_cpu(cache.path(), &["perplexity", "-m", "builtin:elementwise", "--chunks", "1"]);
+    let o = gattn_cpu(
+        cache.path(),
+        &["perplexity", "-m", "builtin:elementwise", "--chunks", "1"],
+    );
     expect_exit(&o, 0);
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(stdout.contains("Final estimate: PPL = "), "{stdout}");

@@ -54,7 +54,9 @@ fn read_error(bytes: &[u8]) -> String {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad.lp");
     std::fs::write(&path, bytes).unwrap();
-    let error = read_all(&path).expect_err("a bad file is refused").to_string();
+    let error = read_all(&path)
+        .expect_err("a bad file is refused")
+        .to_string();
     assert!(error.contains("bad.lp"), "names the file: {error}");
     error
 }

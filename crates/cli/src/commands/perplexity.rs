@@ -67,7 +67,10 @@ pub fn run(args: PerplexityArgs) -> Result<()> {
     let dir = model_dir(&args.model.model)?;
     let config = load_config(&dir, &args.model.load)?;
     let Some(tokenizer) = load_tokenizer(&dir)? else {
-        bail!("{} has no tokenizer.json: perplexity needs one to tokenize the text", dir.display());
+        bail!(
+            "{} has no tokenizer.json: perplexity needs one to tokenize the text",
+            dir.display()
+        );
     };
     let (text, text_name) = match &args.file {
         Some(path) => (
@@ -75,7 +78,10 @@ pub fn run(args: PerplexityArgs) -> Result<()> {
                 .with_context(|| format!("cannot read the text file {}", path.display()))?,
             path.display().to_string(),
         ),
-        None => (BUILTIN_TEXT.to_string(), "the builtin text (Northanger Abbey, ch. 1-5)".into()),
+        None => (
+            BUILTIN_TEXT.to_string(),
+            "the builtin text (Northanger Abbey, ch. 1-5)".into(),
+        ),
     };
     let tokens = tokenizer.encode(&text)?;
     let ctx = args
@@ -90,8 +96,14 @@ pub fn run(args: PerplexityArgs) -> Result<()> {
     let windows = plan_windows(tokens.len(), ctx, args.stride, args.chunks)
         .with_context(|| format!("cannot cut {text_name} into windows"))?;
     let format = args.model.load.weights.resolve(&dir)?;
-    MemoryPlan::new(&config, format, args.model.load.kv.dtype(), ctx, ctx.min(args.model.load.prefill_chunk))
-        .check_fits(available_memory(), ctx)?;
+    MemoryPlan::new(
+        &config,
+        format,
+        args.model.load.kv.dtype(),
+        ctx,
+        ctx.min(args.model.load.prefill_chunk),
+    )
+    .check_fits(available_memory(), ctx)?;
 
     let mut run = PerplexityRun::new(
         &config,
@@ -138,7 +150,11 @@ pub fn run(args: PerplexityArgs) -> Result<()> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print_report(&report, args.kl_divergence.as_ref(), args.save_logits.as_ref());
+        print_report(
+            &report,
+            args.kl_divergence.as_ref(),
+            args.save_logits.as_ref(),
+        );
     }
     Ok(())
 }
@@ -176,9 +192,15 @@ fn print_kl(k: &KlSummary, base: &str, perplexity: f64) {
         k.base_perplexity,
         perplexity / k.base_perplexity
     );
-    println!("  Mean KLD       {:.6} +/- {:.6}", k.mean_kld, k.mean_kld_stderr);
+    println!(
+        "  Mean KLD       {:.6} +/- {:.6}",
+        k.mean_kld, k.mean_kld_stderr
+    );
     println!("  Max KLD        {:.6}", k.max_kld);
-    println!("  Median KLD     {:.6}   99.0% KLD {:.6}", k.median_kld, k.p99_kld);
+    println!(
+        "  Median KLD     {:.6}   99.0% KLD {:.6}",
+        k.median_kld, k.p99_kld
+    );
     println!(
         "  Same top p     {:.3} +/- {:.3} %",
         100.0 * k.same_top,

@@ -82,7 +82,11 @@ impl LogitsFileHeader {
 
     /// Checks that this run (`run`) is the one the file can be compared with: same model shape,
     /// same windows over the same tokens.
-    pub fn check_matches(&self, run: &LogitsFileHeader, path: &Path) -> Result<(), PerplexityError> {
+    pub fn check_matches(
+        &self,
+        run: &LogitsFileHeader,
+        path: &Path,
+    ) -> Result<(), PerplexityError> {
         let mismatch = |field, saved: String, run: String| {
             Err(PerplexityError::Mismatch {
                 path: path.to_path_buf(),
@@ -94,8 +98,16 @@ impl LogitsFileHeader {
         if self.model_fingerprint != run.model_fingerprint || self.vocab_size != run.vocab_size {
             return mismatch(
                 "model shape",
-                format!("vocab {} ({})", self.vocab_size, hex8(&self.model_fingerprint)),
-                format!("vocab {} ({})", run.vocab_size, hex8(&run.model_fingerprint)),
+                format!(
+                    "vocab {} ({})",
+                    self.vocab_size,
+                    hex8(&self.model_fingerprint)
+                ),
+                format!(
+                    "vocab {} ({})",
+                    run.vocab_size,
+                    hex8(&run.model_fingerprint)
+                ),
             );
         }
         if (self.ctx, self.stride) != (run.ctx, run.stride) {
@@ -314,13 +326,20 @@ impl LogitsFileReader {
         if b[0..8] != MAGIC {
             return Err(bad(
                 "magic",
-                format!("{:?}, expected {:?} (not a saved-logits file)", &b[0..8], MAGIC),
+                format!(
+                    "{:?}, expected {:?} (not a saved-logits file)",
+                    &b[0..8],
+                    MAGIC
+                ),
             ));
         }
         let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().expect("4 bytes"));
         let version = u32_at(8);
         if version != VERSION {
-            return Err(bad("version", format!("{version}, this build reads {VERSION}")));
+            return Err(bad(
+                "version",
+                format!("{version}, this build reads {VERSION}"),
+            ));
         }
         let header = LogitsFileHeader {
             vocab_size: u32_at(12),
@@ -449,7 +468,11 @@ impl LogitsFileReader {
     fn read_exact(&mut self, buf: &mut [u8], position: u64) -> Result<(), PerplexityError> {
         self.input.read_exact(buf).map_err(|e| {
             if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                self.bad(position, "record", "the file ends inside it (truncated)".into())
+                self.bad(
+                    position,
+                    "record",
+                    "the file ends inside it (truncated)".into(),
+                )
             } else {
                 PerplexityError::Io {
                     action: "read",

@@ -150,7 +150,10 @@ impl PerplexityRun {
             if target as usize >= vocab {
                 return Err(PerplexityError::InvalidArgument {
                     what: "token",
-                    reason: format!("id {target} at text position {} is not below vocab {vocab}", window.start + window.first_scored() + 1 + i),
+                    reason: format!(
+                        "id {target} at text position {} is not below vocab {vocab}",
+                        window.start + window.first_scored() + 1 + i
+                    ),
                 });
             }
             let score = score_position(row, target);
@@ -174,11 +177,13 @@ impl PerplexityRun {
                 })?;
             }
             if let Some((reader, stats)) = &mut self.compare {
-                let base = reader.next_record()?.ok_or_else(|| PerplexityError::BadLogitsFile {
-                    path: reader.path().to_path_buf(),
-                    field: "positions".into(),
-                    reason: "fewer records than this run scores".into(),
-                })?;
+                let base = reader
+                    .next_record()?
+                    .ok_or_else(|| PerplexityError::BadLogitsFile {
+                        path: reader.path().to_path_buf(),
+                        field: "positions".into(),
+                        reason: "fewer records than this run scores".into(),
+                    })?;
                 if base.target != target {
                     return Err(PerplexityError::Mismatch {
                         path: reader.path().to_path_buf(),

@@ -106,7 +106,10 @@ mod tests {
     fn bad_plans_are_refused() {
         assert!(matches!(
             plan_windows(10, 16, None, None),
-            Err(PerplexityError::TextTooShort { tokens: 10, ctx: 16 })
+            Err(PerplexityError::TextTooShort {
+                tokens: 10,
+                ctx: 16
+            })
         ));
         assert!(plan_windows(100, 2, None, None).is_err());
         assert!(plan_windows(100, 10, Some(0), None).is_err());
