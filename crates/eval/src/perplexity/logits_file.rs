@@ -445,14 +445,14 @@ impl LogitsFileReader {
             let logprob = f32::from_le_bytes(pair[4..8].try_into().expect("4 bytes"));
             self.check_id(position, "top id", id)?;
             self.check_logprob(position, "top log-probability", logprob)?;
-            if let Some(&(_, previous)) = top.last() {
-                if logprob > previous {
-                    return Err(self.bad(
-                        position,
-                        "top log-probabilities",
-                        format!("not in descending order ({previous} then {logprob})"),
-                    ));
-                }
+            if let Some(&(_, previous)) = top.last()
+                && logprob > previous
+            {
+                return Err(self.bad(
+                    position,
+                    "top log-probabilities",
+                    format!("not in descending order ({previous} then {logprob})"),
+                ));
             }
             top.push((id, logprob));
         }
