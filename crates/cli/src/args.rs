@@ -76,6 +76,14 @@ pub enum Command {
         gattn-cpu bench -m models/rand-1.7b-int8 --kv int8 -p 16 -n 16 -d 131072 --depth-fill synthetic --rope-scaling yarn:4"
     )]
     Bench(BenchArgs),
+    /// Perplexity of a text (second half of each window scored) and KL divergence against a
+    /// base run's saved log-probabilities, as llama-perplexity
+    #[command(
+        after_help = "Examples:\n  gattn-cpu perplexity -m builtin:elementwise\n  \
+        gattn-cpu perplexity -m models/qwen3-1.7b -f wiki.test.raw -c 512 --chunks 20 --weights f32 --kv f32 --save-logits base.lp\n  \
+        gattn-cpu perplexity -m models/qwen3-1.7b -f wiki.test.raw -c 512 --chunks 20 --weights int8 --kv int8 --kl-divergence base.lp"
+    )]
+    Perplexity(crate::commands::perplexity::PerplexityArgs),
 }
 
 #[derive(Args)]

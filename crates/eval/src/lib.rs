@@ -25,6 +25,7 @@ mod error;
 mod fit;
 mod font;
 mod generate;
+pub mod perplexity;
 mod rng;
 pub mod run;
 mod score;

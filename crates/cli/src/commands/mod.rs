@@ -5,6 +5,7 @@ pub mod bench;
 pub mod info;
 pub mod init;
 pub mod logits;
+pub mod perplexity;
 pub mod progress;
 pub mod quantize;
 pub mod ruler;
