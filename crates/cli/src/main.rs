@@ -23,6 +23,7 @@ fn main() -> ExitCode {
         Command::Sink(args) => commands::sink::run(args),
         Command::AttnMap(args) => commands::attn_map::run(args),
         Command::Bench(args) => commands::bench::run(args),
+        Command::Serve(args) => commands::serve::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
