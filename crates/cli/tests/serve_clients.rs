@@ -62,7 +62,10 @@ fn eight_concurrent_clients_are_all_answered_as_one_at_a_time() {
     };
     let text = |response: &(u16, Value)| {
         assert_eq!(response.0, 200, "{}", response.1);
-        response.1["choices"][0]["text"].as_str().unwrap().to_string()
+        response.1["choices"][0]["text"]
+            .as_str()
+            .unwrap()
+            .to_string()
     };
     let one_at_a_time: Vec<String> = (0..8)
         .map(|i| text(&server.post("/v1/completions", &body(i))))
@@ -75,18 +78,26 @@ fn eight_concurrent_clients_are_all_answered_as_one_at_a_time() {
                 scope.spawn(move || server.post("/v1/completions", &body))
             })
             .collect();
-        handles.into_iter().map(|h| text(&h.join().unwrap())).collect()
+        handles
+            .into_iter()
+            .map(|h| text(&h.join().unwrap()))
+            .collect()
     });
     assert_eq!(at_once, one_at_a_time);
     let distinct: std::collections::HashSet<_> = one_at_a_time.iter().collect();
-    assert!(distinct.len() > 4, "the prompts give different texts: {one_at_a_time:?}");
+    assert!(
+        distinct.len() > 4,
+        "the prompts give different texts: {one_at_a_time:?}"
+    );
 }
 
 #[test]
 fn a_client_that_hangs_up_mid_stream_cancels_its_generation() {
     let server = Server::start(&[]);
     let address = server.base.trim_start_matches("http://");
-    let body = json!({"prompt": "a", "max_tokens": 100000, "temperature": 1.0, "top_k": 200, "stream": true}).to_string();
+    // Greedy from "a" runs to the end of the context (1024 tokens, a second or more).
+    let body =
+        json!({"prompt": "a", "max_tokens": 100000, "temperature": 0, "stream": true}).to_string();
     let mut socket = TcpStream::connect(address).unwrap();
     write!(
         socket,
@@ -104,7 +115,7 @@ fn a_client_that_hangs_up_mid_stream_cancels_its_generation() {
     drop(socket);
     let logged = server.wait_for_line(|l| l.starts_with("request 1:"), Duration::from_secs(30));
     let logged = logged.unwrap_or_else(|| panic!("no log line:\n{}", server.log()));
-    assert!(logged.ends_with("| cancelled | queued 0.00 s") || logged.contains("| cancelled |"), "{logged}");
+    assert!(logged.contains("| cancelled |"), "{logged}");
     // The worker is free again.
     let (status, _) = server.post("/v1/completions", &json!({"prompt": "a", "max_tokens": 2}));
     assert_eq!(status, 200);
@@ -128,10 +139,26 @@ fn openai_python() -> Option<PathBuf> {
     if has_openai(&python) {
         return Some(python);
     }
-    let made = Command::new("python3").arg("-m").arg("venv").arg(&venv).output().unwrap();
-    assert!(made.status.success(), "python3 -m venv failed: {}", String::from_utf8_lossy(&made.stderr));
+    let made = Command::new("python3")
+        .arg("-m")
+        .arg("venv")
+        .arg(&venv)
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "python3 -m venv failed: {}",
+        String::from_utf8_lossy(&made.stderr)
+    );
     let pip = Command::new(&python)
-        .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "openai"])
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "openai",
+        ])
         .output()
         .unwrap();
     if !pip.status.success() {

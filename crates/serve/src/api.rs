@@ -15,9 +15,13 @@ pub const MAX_TOP_LOGPROBS: usize = 20;
 
 /// The body as JSON of type `T`; a body over the size limit is a 413, bad JSON a 400.
 pub fn parse_body<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> Result<T, ApiError> {
-    let body = body.map_err(|rejection| ApiError::new(rejection.status(), rejection.body_text()))?;
-    serde_json::from_slice(&body)
-        .map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON for this endpoint: {e}")))
+    let body =
+        body.map_err(|rejection| ApiError::new(rejection.status(), rejection.body_text()))?;
+    serde_json::from_slice(&body).map_err(|e| {
+        ApiError::bad_request(format!(
+            "the request body is not valid JSON for this endpoint: {e}"
+        ))
+    })
 }
 
 /// Sampling and length fields of completions, chat and `/generate`.
@@ -116,7 +120,9 @@ pub fn prompts(value: &Value) -> Result<Vec<PromptInput>, ApiError> {
     };
     match value {
         Value::String(s) => Ok(vec![PromptInput::Text(s.clone())]),
-        Value::Array(items) if items.is_empty() => Err(ApiError::bad_request("the prompt is empty")),
+        Value::Array(items) if items.is_empty() => {
+            Err(ApiError::bad_request("the prompt is empty"))
+        }
         Value::Array(items) if items.iter().all(Value::is_number) => {
             Ok(vec![PromptInput::Ids(token_ids(items)?)])
         }

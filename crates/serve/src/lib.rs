@@ -6,9 +6,9 @@
 //! (each with its own KV cache) run them, so the blocking model never runs on the async runtime.
 
 mod api;
-mod auth;
 mod error;
 mod generation;
+mod guards;
 mod job;
 mod logprobs;
 mod routes;

@@ -13,11 +13,7 @@ pub fn log_sum_exp(row: &[f32]) -> f64 {
 
 /// The ids of the `n` largest logits, largest first (ties by lower id).
 pub fn top_ids(row: &[f32], n: usize) -> Vec<u32> {
-    let by_rank = |a: &u32, b: &u32| {
-        row[*b as usize]
-            .total_cmp(&row[*a as usize])
-            .then(a.cmp(b))
-    };
+    let by_rank = |a: &u32, b: &u32| row[*b as usize].total_cmp(&row[*a as usize]).then(a.cmp(b));
     let mut ids: Vec<u32> = (0..row.len() as u32).collect();
     let n = n.min(ids.len());
     if n == 0 {
@@ -32,12 +28,7 @@ pub fn top_ids(row: &[f32], n: usize) -> Vec<u32> {
 }
 
 /// `token`'s log-probability under `row` and the `top_n` most likely tokens with theirs.
-pub fn token_logprob(
-    row: &[f32],
-    token: u32,
-    top_n: usize,
-    tokenizer: &Tokenizer,
-) -> TokenLogprob {
+pub fn token_logprob(row: &[f32], token: u32, top_n: usize, tokenizer: &Tokenizer) -> TokenLogprob {
     let lse = log_sum_exp(row);
     let logprob = |id: u32| (row[id as usize] as f64 - lse) as f32;
     TokenLogprob {

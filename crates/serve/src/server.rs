@@ -96,7 +96,9 @@ pub fn serve(served: ServedModel, options: ServeOptions) -> Result<(), ServeErro
 /// Resolves on the first SIGINT or SIGTERM; a second one cancels the running generations.
 async fn stop_signal(shared: Arc<Shared>) {
     signal().await;
-    eprintln!("stopping: no new connections; requests in flight finish (signal again to cancel them)");
+    eprintln!(
+        "stopping: no new connections; requests in flight finish (signal again to cancel them)"
+    );
     tokio::spawn(async move {
         signal().await;
         eprintln!("cancelling the requests in flight");

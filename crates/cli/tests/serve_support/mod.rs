@@ -25,7 +25,15 @@ impl Server {
     /// `gattn-cpu serve -m builtin:elementwise --port 0 -t 1` plus `extra`, once it answers /health.
     pub fn start(extra: &[&str]) -> Server {
         let mut child = Command::new(BIN)
-            .args(["serve", "-m", "builtin:elementwise", "--port", "0", "-t", "1"])
+            .args([
+                "serve",
+                "-m",
+                "builtin:elementwise",
+                "--port",
+                "0",
+                "-t",
+                "1",
+            ])
             .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -56,7 +64,11 @@ impl Server {
         server.base = format!("http://{address}");
         let deadline = Instant::now() + Duration::from_secs(30);
         while server.get("/health").0 != 200 {
-            assert!(Instant::now() < deadline, "no /health; stderr:\n{}", server.log());
+            assert!(
+                Instant::now() < deadline,
+                "no /health; stderr:\n{}",
+                server.log()
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
         server
@@ -68,7 +80,11 @@ impl Server {
     }
 
     /// The next stderr line (after those already waited for) that matches, within `timeout`.
-    pub fn wait_for_line(&self, matches: impl Fn(&str) -> bool, timeout: Duration) -> Option<String> {
+    pub fn wait_for_line(
+        &self,
+        matches: impl Fn(&str) -> bool,
+        timeout: Duration,
+    ) -> Option<String> {
         let deadline = Instant::now() + timeout;
         loop {
             let left = deadline.checked_duration_since(Instant::now())?;
@@ -89,7 +105,13 @@ impl Server {
     }
 
     /// Any method, a raw body and extra headers.
-    pub fn send(&self, method: &str, path: &str, body: &str, headers: &[(&str, &str)]) -> (u16, Value) {
+    pub fn send(
+        &self,
+        method: &str,
+        path: &str,
+        body: &str,
+        headers: &[(&str, &str)],
+    ) -> (u16, Value) {
         let mut request = ureq::request(method, &format!("{}{path}", self.base))
             .set("Content-Type", "application/json");
         for (name, value) in headers {
@@ -150,11 +172,23 @@ fn respond(result: Result<ureq::Response, ureq::Error>) -> (u16, Value) {
 /// `gattn-cpu run` on the builtin elementwise model, greedy: its text (stdout less the newline).
 pub fn run_greedy(prompt: &str, max_tokens: usize) -> String {
     let output = Command::new(BIN)
-        .args(["run", "-m", "builtin:elementwise", "-t", "1", "--temperature", "0"])
+        .args([
+            "run",
+            "-m",
+            "builtin:elementwise",
+            "-t",
+            "1",
+            "--temperature",
+            "0",
+        ])
         .args(["-n", &max_tokens.to_string(), "-p", prompt])
         .output()
         .unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let text = String::from_utf8(output.stdout).unwrap();
     text.strip_suffix('\n').unwrap().to_string()
 }

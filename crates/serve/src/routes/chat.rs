@@ -52,7 +52,10 @@ async fn respond(
         return Err(ApiError::bad_request("only n = 1 is supported"));
     }
     let generation = prepare(&state, &request)?;
-    let (id, created) = (format!("chatcmpl-{}", AppState::created()), AppState::created());
+    let (id, created) = (
+        format!("chatcmpl-{}", AppState::created()),
+        AppState::created(),
+    );
     if request.stream {
         let events = state.submit(ROUTE, generation)?;
         let model = state.model_name.clone();
@@ -154,13 +157,19 @@ fn messages(value: &Value) -> Result<Vec<ChatMessage>, ApiError> {
         .enumerate()
         .map(|(index, item)| {
             let fail = |what: &str| ApiError::bad_request(format!("messages[{index}]: {what}"));
-            let role = item["role"].as_str().ok_or_else(|| fail("no `role` string"))?;
+            let role = item["role"]
+                .as_str()
+                .ok_or_else(|| fail("no `role` string"))?;
             let content = match &item["content"] {
                 Value::String(s) => s.clone(),
                 Value::Null => String::new(),
                 Value::Array(parts) => parts
                     .iter()
-                    .map(|part| part["text"].as_str().ok_or_else(|| fail("only text parts are supported")))
+                    .map(|part| {
+                        part["text"]
+                            .as_str()
+                            .ok_or_else(|| fail("only text parts are supported"))
+                    })
                     .collect::<Result<Vec<_>, _>>()?
                     .concat(),
                 _ => return Err(fail("`content` must be a string or a list of text parts")),
@@ -175,9 +184,7 @@ fn messages(value: &Value) -> Result<Vec<ChatMessage>, ApiError> {
 
 /// OpenAI's chat `logprobs`: `{"content": [{"token", "logprob", "bytes", "top_logprobs"}]}`.
 fn chat_logprobs(tokens: &[TokenLogprob]) -> Value {
-    let entry = |text: &str, logprob: f32| {
-        json!({"token": text, "logprob": logprob, "bytes": text.as_bytes()})
-    };
+    let entry = |text: &str, logprob: f32| json!({"token": text, "logprob": logprob, "bytes": text.as_bytes()});
     let content: Vec<Value> = tokens
         .iter()
         .map(|t| {

@@ -133,7 +133,11 @@ fn choice(index: usize, prepared: &Prepared, done: &Completion, echo: bool) -> V
     };
     let logprobs = prepared.request.logprobs.map(|_| {
         let tokens: Vec<&TokenLogprob> = done.prompt_logprobs.iter().chain(&done.tokens).collect();
-        let start = if echo { 0 } else { prepared.prompt_text.chars().count() };
+        let start = if echo {
+            0
+        } else {
+            prepared.prompt_text.chars().count()
+        };
         legacy_logprobs(&tokens, start)
     });
     json!({
@@ -195,7 +199,11 @@ fn stream(
     // With echo the prompt comes first: with its log-probabilities when they were asked for
     // (the worker sends them), else at once.
     let prelude = if echo && !with_logprobs {
-        vec![chunk(prepared.prompt_text.clone(), Value::Null, Value::Null)]
+        vec![chunk(
+            prepared.prompt_text.clone(),
+            Value::Null,
+            Value::Null,
+        )]
     } else {
         Vec::new()
     };
@@ -215,7 +223,9 @@ fn stream(
             vec![chunk(prompt_text.clone(), logprobs_of(&rows), Value::Null)]
         }
         Event::Text { text, tokens } => vec![chunk(text, logprobs_of(&tokens), Value::Null)],
-        Event::Done { finish, .. } => vec![chunk(String::new(), Value::Null, json!(finish.as_str()))],
+        Event::Done { finish, .. } => {
+            vec![chunk(String::new(), Value::Null, json!(finish.as_str()))]
+        }
         Event::Failed(_) => Vec::new(),
     };
     Ok(sse(events, prelude, to_chunks).into_response())

@@ -15,8 +15,8 @@ use axum::http::StatusCode;
 use axum::middleware;
 use axum::routing::{get, post, put};
 
-use crate::auth;
 use crate::error::ApiError;
+use crate::guards;
 use crate::state::AppState;
 
 pub fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
@@ -40,8 +40,11 @@ pub fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
         })
         .layer(middleware::from_fn_with_state(
             state.clone(),
-            auth::require_key,
+            guards::require_key,
         ))
         .layer(DefaultBodyLimit::max(max_body_bytes))
+        .layer(middleware::from_fn(move |request, next| {
+            guards::refuse_oversized(max_body_bytes, request, next)
+        }))
         .with_state(state)
 }
