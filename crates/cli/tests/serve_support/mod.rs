@@ -18,7 +18,7 @@ pub struct Server {
     /// `http://127.0.0.1:PORT`
     pub base: String,
     log: Arc<Mutex<Vec<String>>>,
-    lines: Receiver<String>,
+    lines: Mutex<Receiver<String>>,
 }
 
 impl Server {
@@ -54,7 +54,7 @@ impl Server {
             child,
             base: String::new(),
             log,
-            lines,
+            lines: Mutex::new(lines),
         };
         let line = server
             .wait_for_line(|l| l.contains(" on http://"), Duration::from_secs(60))
@@ -88,7 +88,7 @@ impl Server {
         let deadline = Instant::now() + timeout;
         loop {
             let left = deadline.checked_duration_since(Instant::now())?;
-            match self.lines.recv_timeout(left) {
+            match self.lines.lock().unwrap().recv_timeout(left) {
                 Ok(line) if matches(&line) => return Some(line),
                 Ok(_) => {}
                 Err(_) => return None,
