@@ -36,16 +36,6 @@ struct ChatRequest {
 pub async fn handle(
     State(state): State<Arc<AppState>>,
     body: Result<Bytes, BytesRejection>,
-) -> Response {
-    match respond(state, body).await {
-        Ok(response) => response,
-        Err(error) => error.into_response(),
-    }
-}
-
-async fn respond(
-    state: Arc<AppState>,
-    body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let request: ChatRequest = parse_body(body)?;
     if request.n.is_some_and(|n| n != 1) {
