@@ -57,7 +57,7 @@ fn eight_concurrent_clients_are_all_answered_as_one_at_a_time() {
     let server = Server::start(&["--parallel", "2"]);
     let body = |i: usize| {
         // Half greedy, half sampled with a seed: both must not depend on what runs beside them.
-        let temperature = if i % 2 == 0 { 0.0 } else { 0.9 };
+        let temperature = if i.is_multiple_of(2) { 0.0 } else { 0.9 };
         json!({"prompt": PROMPTS[i], "max_tokens": 40, "temperature": temperature, "seed": i})
     };
     let text = |response: &(u16, Value)| {
