@@ -84,6 +84,14 @@ pub enum Command {
         gattn-cpu perplexity -m models/qwen3-1.7b -f wiki.test.raw -c 512 --chunks 20 --weights int8 --kv int8 --kl-divergence base.lp"
     )]
     Perplexity(crate::commands::perplexity::PerplexityArgs),
+    /// Serve the model over HTTP: OpenAI-compatible completions and chat, RULER's /generate
+    #[command(
+        after_help = "Examples:\n  gattn-cpu serve -m builtin:elementwise --port 8080\n  \
+        curl -s http://127.0.0.1:8080/v1/completions -d '{\"prompt\": \"It is a truth\", \"max_tokens\": 16, \"temperature\": 0}'\n  \
+        gattn-cpu serve -m models/qwen3-1.7b -c 32768 --parallel 2 --api-key secret --host 0.0.0.0\n\
+        See docs/serve.md for lm-evaluation-harness and NVIDIA RULER against it."
+    )]
+    Serve(crate::commands::serve::ServeArgs),
 }
 
 #[derive(Args)]

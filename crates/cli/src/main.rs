@@ -24,6 +24,7 @@ fn main() -> ExitCode {
         Command::AttnMap(args) => commands::attn_map::run(args),
         Command::Bench(args) => commands::bench::run(args),
         Command::Perplexity(args) => commands::perplexity::run(args),
+        Command::Serve(args) => commands::serve::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -10,6 +10,7 @@ pub mod progress;
 pub mod quantize;
 pub mod ruler;
 pub mod run;
+pub mod serve;
 pub mod sink;
 
 use std::path::{Path, PathBuf};

@@ -12,6 +12,7 @@ use gattn_eval::perplexity::{
     BUILTIN_TEXT, KlSummary, LogitsFiles, PerplexityReport, PerplexityRun, plan_windows,
     scored_logits,
 };
+use gattn_model::Backend;
 use gattn_model::{MemoryPlan, available_memory};
 
 use crate::args::ModelArgs;
@@ -99,7 +100,7 @@ pub fn run(args: PerplexityArgs) -> Result<()> {
     MemoryPlan::new(
         &config,
         format,
-        args.model.load.kv.dtype(),
+        args.model.load.kv.resolve(Backend::for_format(format)),
         ctx,
         ctx.min(args.model.load.prefill_chunk),
     )
@@ -121,7 +122,7 @@ pub fn run(args: PerplexityArgs) -> Result<()> {
             "{}: weights {}, KV {}; {text_name}: {} tokens, {} windows of {ctx}, {} scored each",
             args.model.model,
             model.format.name(),
-            args.model.load.kv.dtype().name(),
+            model.kv_dtype.name(),
             tokens.len(),
             windows.len(),
             windows[0].scored(),

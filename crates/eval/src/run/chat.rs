@@ -18,6 +18,13 @@ pub struct ChatTemplate {
     path: PathBuf,
 }
 
+/// One turn of a conversation: `role` (system, user, assistant) and its text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatMessage {
+    pub role: String,
+    pub content: String,
+}
+
 /// `bos_token` / `eos_token` are either strings or `{"content": "..."}` objects.
 fn special_token(config: &Value, key: &str) -> String {
     match &config[key] {
@@ -85,6 +92,15 @@ impl ChatTemplate {
     /// One user turn holding `content`, then the assistant header (`add_generation_prompt`).
     /// `enable_thinking` is false so that thinking models answer directly, as RULER expects.
     pub fn render_user_turn(&self, content: &str) -> Result<String, RunError> {
+        self.render(&[ChatMessage {
+            role: "user".into(),
+            content: content.into(),
+        }])
+    }
+
+    /// A conversation (`gattn-cpu serve`'s chat endpoint), then the assistant header, with
+    /// thinking off as in [`render_user_turn`](Self::render_user_turn).
+    pub fn render(&self, messages: &[ChatMessage]) -> Result<String, RunError> {
         let mut env = Environment::new();
         env.set_trim_blocks(true);
         env.set_lstrip_blocks(true);
@@ -100,9 +116,13 @@ impl ChatTemplate {
             reason: format!("{e:#}"),
         };
         let template = env.template_from_str(&self.source).map_err(fail)?;
+        let messages: Vec<_> = messages
+            .iter()
+            .map(|m| context! { role => &m.role, content => &m.content })
+            .collect();
         template
             .render(context! {
-                messages => vec![context! { role => "user", content => content }],
+                messages => messages,
                 add_generation_prompt => true,
                 enable_thinking => false,
                 bos_token => &self.bos_token,
@@ -145,5 +165,21 @@ mod tests {
         let bad = ChatTemplate::from_source("{{ raise_exception('no') }}", "", "");
         let err = bad.render_user_turn("x").unwrap_err().to_string();
         assert!(err.contains("no"), "{err}");
+    }
+
+    #[test]
+    fn a_conversation_renders_every_turn_in_order() {
+        let t = ChatTemplate::from_source(CHATML, "", "<|im_end|>");
+        let turn = |role: &str, content: &str| ChatMessage {
+            role: role.into(),
+            content: content.into(),
+        };
+        let p = t
+            .render(&[turn("system", "Be brief."), turn("user", "Hi")])
+            .unwrap();
+        assert_eq!(
+            p,
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+        );
     }
 }

@@ -22,7 +22,7 @@ mod runner;
 mod settings;
 
 pub use chart::{CHART_SIZE, Series, write_line_chart};
-pub use chat::ChatTemplate;
+pub use chat::{ChatMessage, ChatTemplate};
 pub use compare::{
     COMPARE_CHART, COMPARE_CSV, COMPARE_MD, LabelledRun, compare_csv, compare_markdown,
     compare_runs, default_label,
