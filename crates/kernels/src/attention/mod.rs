@@ -7,12 +7,13 @@
 //! - [`AttentionStats`]: optional sink-share and gate accumulators, computed in the kernel.
 //! - [`attention_maps`]: the slow path returning full probability rows (analysis of short prompts).
 //!
-//! Files: `microkernel` (SIMD inner loops, generic over pulp), `layout` (their lane order),
+//! Files: `amx_prefill/` (prefill of a bf16 cache on AMX tiles), `microkernel` (SIMD inner loops, generic over pulp), `layout` (their lane order),
 //! `int8_queries` (int8 query rows, and their VNNI score kernel),
 //! `tile` (key tiles + online softmax of a block of rows), `prefetch` (the next tile's rows, asked
 //! for during this tile's V sums), `epilogue` (divide by the sum, gate,
 //! stats), `prefill` / `decode` (work decomposition over rayon), `dispatch` (level -> pulp type).
 
+mod amx_prefill;
 mod checks;
 mod decode;
 mod dispatch;
@@ -29,6 +30,7 @@ mod stats;
 mod tile;
 
 pub use crate::reference::{AttentionShape, GateScores};
+pub use amx_prefill::prefill_uses_amx_tiles;
 pub use decode::{decode, decode_parts, decode_with_parts};
 pub use dispatch::int8_scores_use_vnni;
 pub use int8_queries::queries_as_used;

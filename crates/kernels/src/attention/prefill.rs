@@ -36,6 +36,10 @@ pub fn prefill(
     stats: Option<&mut AttentionStats>,
 ) -> Result<(), AttentionError> {
     check_call(level, shape, q, q_start, n, kv, gate, out)?;
+    #[cfg(target_arch = "x86_64")]
+    if super::amx_prefill::prefill_uses_amx_tiles(level, kv.dtype(), shape.head_dim) {
+        return super::amx_prefill::prefill(shape, q, q_start, n, kv, gate, out, stats);
+    }
     let AttentionShape {
         num_heads,
         num_kv_heads,

@@ -16,7 +16,7 @@
 //! compute.
 
 #[cfg(target_arch = "x86_64")]
-mod amx;
+pub(crate) mod amx;
 mod driver;
 pub mod error;
 mod float;
