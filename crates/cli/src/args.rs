@@ -73,7 +73,9 @@ pub enum Command {
     #[command(
         after_help = "Example:\n  gattn-cpu bench -m models/rand-1.7b --weights bf16 --prompt 512 --gen 32 --depth 4096 -t 2\n  \
         gattn-cpu bench -m /tmp/tiny --weights int8 --kv int8 -p 64 -n 16 -d 128 --json\n  \
-        gattn-cpu bench -m models/rand-1.7b-int8 --kv int8 -p 16 -n 16 -d 131072 --depth-fill synthetic --rope-scaling yarn:4"
+        gattn-cpu bench -m models/rand-1.7b-int8 --kv int8 -p 16 -n 16 -d 131072 --depth-fill synthetic --rope-scaling yarn:4\n  \
+        gattn-cpu bench -m models/rand-1.7b-int8 --kv bf16 -p 512 -d 32768 --depth-fill synthetic -n 1\n  \
+        gattn-cpu bench -m models/rand-1.7b-int8 --kv bf16 -p 131072 -n 1 -r 1 --prefill-only --rope-scaling yarn:4"
     )]
     Bench(BenchArgs),
     /// Perplexity of a text (second half of each window scored) and KL divergence against a
@@ -267,25 +269,28 @@ pub struct InfoArgs {
 pub struct BenchArgs {
     #[command(flatten)]
     pub model: ModelArgs,
-    /// Prompt tokens of the timed prefill (random ids, fresh cache)
+    /// Prompt tokens of the timed prefill (random ids), on top of the --depth cached tokens
     #[arg(short = 'p', long = "prompt", value_name = "N", default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..))]
     pub prompt_tokens: u64,
     /// Tokens decoded (greedy), each timed
     #[arg(short = 'n', long = "gen", value_name = "N", default_value_t = 128, value_parser = clap::value_parser!(u64).range(1..))]
     pub gen_tokens: u64,
-    /// Tokens cached (by an untimed prefill) before the timed decode
+    /// Tokens cached (by an untimed prefill) before the timed prefill and the timed decode
     #[arg(short = 'd', long, value_name = "N", default_value_t = 0)]
     pub depth: usize,
     /// How the --depth tokens are cached: prefill (real, slow for 32K+) or synthetic (random
     /// keys/values written into the cache; same decode cost and memory, seconds to set up)
     #[arg(long, value_enum, default_value_t = DepthFillArg::Prefill)]
     pub depth_fill: DepthFillArg,
-    /// Timed prefills, each on a fresh cache; the median is reported
+    /// Timed prefills, each on the --depth cached tokens; the median is reported
     #[arg(short = 'r', long, value_name = "R", default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
     pub repetitions: u64,
     /// Skip the untimed warm-up prefill that runs first (as llama-bench's --no-warmup)
     #[arg(long)]
     pub no_warmup: bool,
+    /// Time the prefill only, printing each chunk's rate on stderr: no warm-up, decode, probes
+    #[arg(long)]
+    pub prefill_only: bool,
     /// Seed of the random token ids
     #[arg(short = 's', long, default_value_t = 0)]
     pub seed: u64,

@@ -635,3 +635,59 @@ fn bench_refuses_zero_counts_and_runs_beyond_the_context() {
     expect_exit(&o, 1);
     assert!(stderr(&o).contains("/nonexistent/model"), "{}", stderr(&o));
 }
+
+#[test]
+fn bench_times_the_prefill_on_top_of_the_depth_and_can_skip_the_decode() {
+    let dir = init_tiny("none");
+    let model = dir.path().to_str().unwrap();
+    let o = gattn_cpu(&[
+        "bench",
+        "-m",
+        model,
+        "-p",
+        "8",
+        "-d",
+        "32",
+        "--depth-fill",
+        "synthetic",
+        "-n",
+        "1",
+        "-r",
+        "1",
+        "--json",
+    ]);
+    expect_exit(&o, 0);
+    let json: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("one JSON document");
+    assert_eq!(json["prefill"]["depth"], 32);
+    assert_eq!(json["decode"]["depth"], 32);
+    for key in ["flop", "seconds", "flops_per_second", "share_of_prefill"] {
+        let v = json["prefill"]["attention"][key]
+            .as_f64()
+            .unwrap_or(f64::NAN);
+        assert!(v.is_finite() && v > 0.0, "prefill.attention.{key} = {v}");
+    }
+
+    // Prefill only: one line per chunk on stderr, no decode in the report.
+    let o = gattn_cpu(&[
+        "bench",
+        "-m",
+        model,
+        "-p",
+        "20",
+        "--prefill-chunk",
+        "8",
+        "-n",
+        "1",
+        "-r",
+        "1",
+        "--prefill-only",
+        "--json",
+    ]);
+    expect_exit(&o, 0);
+    let json: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("one JSON document");
+    assert!(json.get("decode").is_none(), "{json}");
+    assert!(json["prefill"].get("attention").is_none(), "{json}");
+    for line in ["chunk 1/3: 8/20 tokens", "chunk 3/3: 20/20 tokens"] {
+        assert!(stderr(&o).contains(line), "{line} missing: {}", stderr(&o));
+    }
+}

@@ -7,7 +7,8 @@
 //! - `matmul`, `attention`, `activations`, `norm`: the fast kernels (microkernels, packing/blocking
 //!   and dispatch kept apart).
 //! - `parallel`: the kernels' parallel loops, and the spinning team a decode step runs them on.
-//! - `bandwidth`: the read-bandwidth probe that speeds are reported against (the roofline).
+//! - `bandwidth`: the read-bandwidth probe that speeds are reported against (the roofline);
+//!   `matrix_peak`: the bf16 tile / dot-product peak that attention's FLOP rate is reported against.
 
 #![warn(clippy::undocumented_unsafe_blocks)]
 
@@ -17,6 +18,7 @@ pub mod attention;
 pub mod bandwidth;
 pub mod dispatch;
 pub mod matmul;
+pub mod matrix_peak;
 pub mod norm;
 pub mod parallel;
 pub mod reference;

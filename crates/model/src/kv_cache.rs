@@ -126,4 +126,9 @@ impl KvCache {
     pub fn clear(&mut self) {
         self.layers.iter_mut().for_each(|l| l.storage.clear());
     }
+
+    /// Drops the tokens from `len` on in every layer (keeps the memory).
+    pub fn truncate(&mut self, len: usize) {
+        self.layers.iter_mut().for_each(|l| l.storage.truncate(len));
+    }
 }

@@ -23,7 +23,7 @@ pub mod tokenizer;
 pub mod weights;
 
 pub use backend::Backend;
-pub use bench::{BenchReport, BenchSettings, run_bench};
+pub use bench::{BenchReport, BenchSettings, ChunkProgress, run_bench};
 pub use builtin::{BuiltinModel, ModelSource};
 pub use config::{GateMode, Qwen3Config, RopeScaling};
 pub use error::{ModelError, Result};

@@ -7,7 +7,7 @@ use gattn_model::bench::{
     BenchReport, BenchSettings, DepthFill, PAIRED_PROBE_BYTES, PROBE_BYTES, PROBE_PASSES,
     memory_plan,
 };
-use gattn_model::{Backend, available_memory, run_bench};
+use gattn_model::{Backend, ChunkProgress, available_memory, run_bench};
 
 use crate::args::{BenchArgs, DepthFillArg};
 use crate::commands::{load_config, load_model, model_dir};
@@ -37,6 +37,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         seed: args.seed,
         probe_bytes: PROBE_BYTES,
         probe_passes: PROBE_PASSES,
+        prefill_only: args.prefill_only,
     };
     settings.validate(&config)?;
     // Checked before the weights and the cache are allocated, as `run` does.
@@ -50,7 +51,22 @@ pub fn run(args: BenchArgs) -> Result<()> {
     .check_fits(available_memory(), settings.context())?;
 
     let model = load_model(&args.model, dir)?;
-    let report = run_bench(&model, &settings)?;
+    let chunks = settings.prompt_tokens.div_ceil(model.prefill_chunk);
+    let mut on_chunk = |c: ChunkProgress| {
+        if args.prefill_only {
+            eprintln!(
+                "chunk {}/{chunks}: {}/{} tokens, {} in {:.2} s ({:.1} tok/s), {:.1} s elapsed",
+                c.done.div_ceil(model.prefill_chunk),
+                c.done,
+                c.total,
+                c.chunk_tokens,
+                c.chunk_seconds,
+                c.chunk_tokens as f64 / c.chunk_seconds,
+                c.elapsed_seconds
+            );
+        }
+    };
+    let report = run_bench(&model, &settings, &mut on_chunk)?;
     if args.json {
         let output = BenchOutput {
             model_dir: dir.display().to_string(),
@@ -83,20 +99,48 @@ fn print_summary(dir: &str, r: &BenchReport) {
     );
     let p = &r.prefill.tokens_per_second;
     println!(
-        "prefill:    {} tokens in chunks of {}: {:.2} tok/s median (min {:.2}, max {:.2}) over {} repetitions{}",
+        "prefill:    {} tokens after {} cached, in chunks of {}: {:.2} tok/s median (min {:.2}, max {:.2}) over {} repetitions{}",
         r.prefill.tokens,
+        r.prefill.depth,
         s.prefill_chunk,
         p.median,
         p.min,
         p.max,
         s.repetitions,
-        if s.warmup { " after a warm-up" } else { "" }
+        if s.warmup && !s.prefill_only {
+            " after a warm-up"
+        } else {
+            ""
+        }
     );
-    let d = &r.decode.tokens_per_second;
+    if let Some(a) = &r.prefill.attention {
+        let peak = match (&a.peak, a.ratio_to_peak) {
+            (Some(peak), Some(ratio)) => format!(
+                "; {:.3} of the {} peak ({:.2} TFLOP/s, probed in this run)",
+                ratio,
+                peak.instruction,
+                peak.flops_per_second / 1e12
+            ),
+            _ => String::new(),
+        };
+        println!(
+            "attention:  {:.1} GFLOP in {:.3} s (kernel alone, {:.2} of the prefill): {:.3} TFLOP/s{peak}",
+            a.flop / 1e9,
+            a.seconds,
+            a.share_of_prefill,
+            a.flops_per_second / 1e12
+        );
+    }
+    let (Some(decode), Some(t), Some(b), Some(roofline)) =
+        (&r.decode, &r.bytes_per_token, &r.bandwidth, &r.roofline)
+    else {
+        return print_memory(r);
+    };
+    let d = &decode.tokens_per_second;
     println!(
         "decode:     {} tokens after {} cached ({}): {:.3} tok/s median (p10 {:.3}, p90 {:.3}), {:.1} ms/token",
-        r.decode.tokens,
-        r.decode.depth,
+        decode.tokens,
+        decode.depth,
         match s.depth_fill {
             DepthFill::Prefill => "prefilled",
             DepthFill::Synthetic => "synthetic keys/values",
@@ -104,17 +148,15 @@ fn print_summary(dir: &str, r: &BenchReport) {
         d.median,
         d.p10,
         d.p90,
-        r.decode.median_ms_per_token
+        decode.median_ms_per_token
     );
-    let t = &r.bytes_per_token;
     println!(
         "per token:  {} read = weights {} + KV {} (mean KV length {:.1})",
         gb(t.total_bytes),
         gb(t.weight_bytes),
         gb(t.kv_bytes),
-        r.decode.mean_kv_len
+        decode.mean_kv_len
     );
-    let b = &r.bandwidth;
     println!(
         "bandwidth:  {:.2} GB/s read (probes {:.2} before and {:.2} after the decode; {} x {} passes)",
         b.mean_gbps,
@@ -125,14 +167,18 @@ fn print_summary(dir: &str, r: &BenchReport) {
     );
     println!(
         "roofline:   {:.3} tok/s decode; achieved {:.3} of it",
-        r.roofline.decode_tokens_per_second, r.roofline.ratio
+        roofline.decode_tokens_per_second, roofline.ratio
     );
     println!(
         "paired:     {:.3} of the roofline (median over tokens of each token's GB/s / a {} probe pass right before it; passes median {:.2} GB/s)",
-        r.roofline.paired_ratio,
+        roofline.paired_ratio,
         gib(PAIRED_PROBE_BYTES as u64),
         b.paired_median_gbps
     );
+    print_memory(r);
+}
+
+fn print_memory(r: &BenchReport) {
     let mem = &r.memory;
     println!(
         "memory:     peak RSS {}; planned {} (weights {} + KV cache {} + scratch {})",

@@ -6,13 +6,14 @@
 //! - [`prefill`]: a causal chunk of queries; [`decode`]: one query, sequence split across threads.
 //! - [`AttentionStats`]: optional sink-share and gate accumulators, computed in the kernel.
 //!
-//! Files: `microkernel` (SIMD inner loops, generic over pulp), `layout` (their lane order),
+//! Files: `amx_prefill/` (prefill of a bf16 cache on AMX tiles), `microkernel` (SIMD inner loops, generic over pulp), `layout` (their lane order),
 //! `int8_queries` (int8 query rows, and their VNNI score kernel),
 //! `tile` (key tiles + online softmax of a block of rows), `prefetch` (the next tile's rows, asked
 //! for during this tile's V sums), `epilogue` (divide by the sum, gate,
 //! stats), `prefill` / `decode` (work decomposition over rayon), `dispatch` (level -> pulp type,
 //! and the kernel table's int8-KV score loop).
 
+mod amx_prefill;
 mod checks;
 mod decode;
 mod dispatch;
@@ -28,11 +29,12 @@ mod stats;
 mod tile;
 
 pub use crate::reference::{AttentionShape, GateScores};
+pub use amx_prefill::prefill_uses_amx_tiles;
 pub use decode::{decode, decode_parts, decode_with_parts};
 pub(crate) use int8_queries::Int8ScoresFn;
 pub use int8_queries::queries_as_used;
 pub use kv::{KvDtype, KvError, KvHeadView, KvLayer};
-pub use prefill::prefill;
+pub use prefill::{prefill, prefill_on};
 pub use stats::AttentionStats;
 
 use crate::SimdLevel;

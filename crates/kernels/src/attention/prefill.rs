@@ -8,8 +8,8 @@ use super::epilogue::{FinalRow, RowGate, write_row};
 use super::kv::KvLayer;
 use super::stats::AttentionStats;
 use super::tile::{PartialRows, QueryRow};
-use crate::SimdLevel;
 use crate::reference::{AttentionShape, GateScores};
+use crate::{KernelTable, SimdLevel};
 use rayon::prelude::*;
 
 /// Query rows (positions x query heads of one KV head) per work item: enough to amortize each
@@ -35,7 +35,30 @@ pub fn prefill(
     out: &mut [f32],
     stats: Option<&mut AttentionStats>,
 ) -> Result<(), AttentionError> {
+    let table = KernelTable::of_level(level).ok_or(AttentionError::UnsupportedLevel(level))?;
+    prefill_on(table, shape, q, q_start, n, kv, gate, out, stats)
+}
+
+/// [`prefill`] with the kernels of `table` (on AMX tiles where it has them and the cache allows:
+/// see [`super::prefill_uses_amx_tiles`]); the proptests run every table.
+#[allow(clippy::too_many_arguments)]
+pub fn prefill_on(
+    table: &KernelTable,
+    shape: AttentionShape,
+    q: &[f32],
+    q_start: usize,
+    n: usize,
+    kv: &KvLayer,
+    gate: GateScores<'_>,
+    out: &mut [f32],
+    stats: Option<&mut AttentionStats>,
+) -> Result<(), AttentionError> {
+    let level = table.level();
     check_call(level, shape, q, q_start, n, kv, gate, out)?;
+    #[cfg(target_arch = "x86_64")]
+    if super::amx_prefill::prefill_uses_amx_tiles(table, kv.dtype(), shape.head_dim) {
+        return super::amx_prefill::prefill(shape, q, q_start, n, kv, gate, out, stats);
+    }
     let AttentionShape {
         num_heads,
         num_kv_heads,

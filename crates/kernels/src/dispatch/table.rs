@@ -160,6 +160,18 @@ impl KernelTable {
             .find(|t| t.level == level && t.amx == amx)
     }
 
+    /// The table a call at `level` runs: this process's ([`current`](Self::current), with the
+    /// AMX entries where they were chosen) when `level` is its level, else the table of `level`
+    /// without AMX (`None` if the CPU lacks the level).
+    pub fn of_level(level: SimdLevel) -> Option<&'static KernelTable> {
+        let current = Self::current();
+        if current.level == level {
+            Some(current)
+        } else {
+            Self::for_level(level)
+        }
+    }
+
     /// The table of `level` without AMX (`None` if the CPU lacks the level).
     pub fn for_level(level: SimdLevel) -> Option<&'static KernelTable> {
         Self::get(level, false)

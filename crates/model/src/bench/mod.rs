@@ -4,6 +4,7 @@
 //! Only the public model API is used (`new_cache`, `forward` with `LogitsFor::Last`), so the
 //! figures are those of what `run` does. The command line formats the [`BenchReport`].
 
+pub mod attention;
 pub mod rss;
 pub mod spread;
 pub mod traffic;
@@ -22,6 +23,7 @@ use crate::kv_cache::KvCache;
 use crate::memory::MemoryPlan;
 use crate::model::{LogitsFor, Qwen3Model};
 use crate::sampling::argmax;
+pub use attention::AttentionRate;
 pub use spread::Spread;
 pub use traffic::DecodeTraffic;
 
@@ -36,12 +38,12 @@ pub const PAIRED_PROBE_BYTES: usize = gattn_kernels::bandwidth::PROBE_BYTES;
 /// What to measure.
 #[derive(Debug, Clone, Serialize)]
 pub struct BenchSettings {
-    /// Prompt tokens of the timed prefill (random ids, from a fresh cache).
+    /// Prompt tokens of the timed prefill (random ids), on top of `depth` cached tokens.
     pub prompt_tokens: usize,
     /// Tokens decoded (greedy) and timed one by one.
     pub gen_tokens: usize,
-    /// Tokens in the cache before the timed decode (filled by an untimed chunked prefill, or
-    /// synthetically: see [`DepthFill`]).
+    /// Tokens in the cache before the timed prefill and before the timed decode (filled by an
+    /// untimed chunked prefill, or synthetically: see [`DepthFill`]), as llama-bench's `-d`.
     pub depth: usize,
     pub depth_fill: DepthFill,
     /// Timed prefills; the median is reported.
@@ -57,6 +59,9 @@ pub struct BenchSettings {
     /// Bytes per pass of the bandwidth probe, and passes.
     pub probe_bytes: usize,
     pub probe_passes: usize,
+    /// Time the prefill only, without the warm-up (a 131072-token prompt takes minutes): no
+    /// decode, no probes; the caller hears of every chunk.
+    pub prefill_only: bool,
 }
 
 /// How the `depth` tokens before the timed decode get into the cache.
@@ -72,9 +77,14 @@ pub enum DepthFill {
 }
 
 impl BenchSettings {
-    /// Tokens the largest cache of the run holds (the prefill's, or depth + gen).
+    /// Tokens the cache of the run holds at most: depth + the prompt, or depth + gen.
     pub fn context(&self) -> usize {
-        self.prompt_tokens.max(self.depth + self.gen_tokens)
+        let after_depth = if self.prefill_only {
+            self.prompt_tokens
+        } else {
+            self.prompt_tokens.max(self.gen_tokens)
+        };
+        self.depth + after_depth
     }
 
     /// Refuses counts of zero and runs that exceed the model's context, naming the flags.
@@ -106,6 +116,14 @@ impl BenchSettings {
                 self.depth + self.gen_tokens
             )));
         }
+        if self.depth + self.prompt_tokens > max {
+            return Err(ModelError::InvalidArgument(format!(
+                "--depth {} + --prompt {} = {} exceeds the model's context of {max} tokens (max_position_embeddings)",
+                self.depth,
+                self.prompt_tokens,
+                self.depth + self.prompt_tokens
+            )));
+        }
         Ok(())
     }
 }
@@ -117,11 +135,16 @@ pub struct BenchReport {
     pub model: ModelSummary,
     pub machine: MachineSummary,
     pub prefill: PrefillReport,
-    pub decode: DecodeReport,
+    /// The decode and its roofline (none with `prefill_only`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decode: Option<DecodeReport>,
     /// Bytes one decode token reads (weights + KV at the mean depth of the measured tokens).
-    pub bytes_per_token: DecodeTraffic,
-    pub bandwidth: BandwidthReport,
-    pub roofline: Roofline,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes_per_token: Option<DecodeTraffic>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bandwidth: Option<BandwidthReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub roofline: Option<Roofline>,
     pub memory: MemoryReport,
 }
 
@@ -153,9 +176,26 @@ pub struct MachineSummary {
 #[derive(Debug, Clone, Serialize)]
 pub struct PrefillReport {
     pub tokens: usize,
+    /// Tokens cached before each timed prefill.
+    pub depth: usize,
     /// Per repetition, prompt tokens / wall seconds of the chunked prefill.
     pub tokens_per_second: Spread,
     pub seconds: Vec<f64>,
+    /// The attention kernel's share and FLOP rate (none with `prefill_only`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attention: Option<AttentionRate>,
+}
+
+/// One chunk of a timed prefill, as it finishes.
+#[derive(Debug, Clone, Copy)]
+pub struct ChunkProgress {
+    /// Prompt tokens done (this chunk included) and in all.
+    pub done: usize,
+    pub total: usize,
+    pub chunk_tokens: usize,
+    pub chunk_seconds: f64,
+    /// Since the prefill started.
+    pub elapsed_seconds: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -219,8 +259,13 @@ pub fn memory_plan(
     )
 }
 
-/// Runs the measurements on `model` in the current rayon pool.
-pub fn run_bench(model: &Qwen3Model, settings: &BenchSettings) -> Result<BenchReport> {
+/// Runs the measurements on `model` in the current rayon pool; `on_chunk` hears of every chunk of
+/// the timed prefills.
+pub fn run_bench(
+    model: &Qwen3Model,
+    settings: &BenchSettings,
+    on_chunk: &mut dyn FnMut(ChunkProgress),
+) -> Result<BenchReport> {
     settings.validate(&model.config)?;
     let config = &model.config;
     let mut rng = StdRng::seed_from_u64(settings.seed);
@@ -230,24 +275,10 @@ pub fn run_bench(model: &Qwen3Model, settings: &BenchSettings) -> Result<BenchRe
             .collect()
     };
 
+    // One cache for the whole run: the depth is filled once, each prefill is timed on top of
+    // it and taken off again, and the decode runs on top of it last.
     let prompt = random_tokens(settings.prompt_tokens);
-    if settings.warmup {
-        let mut cache = model.new_cache(settings.prompt_tokens);
-        model.forward(&prompt, &mut cache, LogitsFor::Last)?;
-    }
-    let mut prefill_seconds = Vec::with_capacity(settings.repetitions);
-    for _ in 0..settings.repetitions {
-        let mut cache = model.new_cache(settings.prompt_tokens);
-        let start = Instant::now();
-        model.forward(&prompt, &mut cache, LogitsFor::Last)?;
-        prefill_seconds.push(start.elapsed().as_secs_f64());
-    }
-    let prefill_rates: Vec<f64> = prefill_seconds
-        .iter()
-        .map(|s| settings.prompt_tokens as f64 / s)
-        .collect();
-
-    let mut cache = model.new_cache(settings.depth + settings.gen_tokens);
+    let mut cache = model.new_cache(settings.context());
     let mut token = match settings.depth_fill {
         DepthFill::Prefill if settings.depth > 0 => {
             let context = random_tokens(settings.depth);
@@ -259,6 +290,90 @@ pub fn run_bench(model: &Qwen3Model, settings: &BenchSettings) -> Result<BenchRe
         }
         DepthFill::Prefill => random_tokens(1)[0],
     };
+    let mut logits = Vec::new();
+    if settings.warmup && !settings.prefill_only {
+        model.forward_into(&prompt, &mut cache, LogitsFor::Last, &mut logits)?;
+        cache.truncate(settings.depth);
+    }
+    let mut prefill_seconds = Vec::with_capacity(settings.repetitions);
+    for _ in 0..settings.repetitions {
+        let start = Instant::now();
+        let mut last = (0, start);
+        model.prefill(&prompt, &mut cache, LogitsFor::Last, &mut logits, |done| {
+            let now = Instant::now();
+            on_chunk(ChunkProgress {
+                done,
+                total: prompt.len(),
+                chunk_tokens: done - last.0,
+                chunk_seconds: (now - last.1).as_secs_f64(),
+                elapsed_seconds: (now - start).as_secs_f64(),
+            });
+            last = (done, now);
+            true
+        })?;
+        prefill_seconds.push(start.elapsed().as_secs_f64());
+        cache.truncate(settings.depth);
+    }
+    let prefill_rates: Vec<f64> = prefill_seconds
+        .iter()
+        .map(|s| settings.prompt_tokens as f64 / s)
+        .collect();
+    let median_prefill = Spread::of(&prefill_seconds).median;
+    let attention = if settings.prefill_only {
+        None
+    } else {
+        Some(attention::measure_attention(
+            model,
+            settings,
+            median_prefill,
+        )?)
+    };
+
+    let plan = memory_plan(config, model.format, model.kv_dtype, settings);
+    let choice = dispatch_choice();
+    let mut report = BenchReport {
+        settings: BenchSettings {
+            prefill_chunk: model.prefill_chunk,
+            ..settings.clone()
+        },
+        model: ModelSummary {
+            gate: config.gate.name(),
+            layers: config.num_hidden_layers,
+            hidden_size: config.hidden_size,
+            parameters: config.parameter_count(),
+            weights: model.format.name(),
+            kv: model.kv_dtype.name(),
+            weight_bytes: model.weight_bytes() as u64,
+        },
+        machine: MachineSummary {
+            simd: choice.table().name(),
+            simd_reason: choice.reason.clone(),
+            threads: rayon::current_num_threads(),
+            machine_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        },
+        prefill: PrefillReport {
+            tokens: settings.prompt_tokens,
+            depth: settings.depth,
+            tokens_per_second: Spread::of(&prefill_rates),
+            seconds: prefill_seconds,
+            attention,
+        },
+        decode: None,
+        bytes_per_token: None,
+        bandwidth: None,
+        roofline: None,
+        memory: MemoryReport {
+            peak_rss_bytes: rss::peak_rss_bytes(),
+            planned_bytes: plan.total(),
+            planned_weight_bytes: plan.weight_bytes,
+            planned_kv_cache_bytes: plan.kv_cache_bytes,
+            planned_scratch_bytes: plan.scratch_bytes,
+        },
+    };
+    if settings.prefill_only {
+        return Ok(report);
+    }
+
     // The probe allocates and touches its own buffer: read the peak before it, and reset the
     // peak after it, so the figure is the model's.
     let peak_before_probe = rss::peak_rss_bytes();
@@ -270,7 +385,6 @@ pub fn run_bench(model: &Qwen3Model, settings: &BenchSettings) -> Result<BenchRe
     let reset = rss::reset_peak_rss();
     let mut decode_seconds = Vec::with_capacity(settings.gen_tokens);
     let mut paired_gbps = Vec::with_capacity(settings.gen_tokens);
-    let mut logits = Vec::new();
     for _ in 0..settings.gen_tokens {
         paired_gbps.push(paired_probe.pass_gbps());
         let start = Instant::now();
@@ -297,60 +411,27 @@ pub fn run_bench(model: &Qwen3Model, settings: &BenchSettings) -> Result<BenchRe
         .zip(&paired_gbps)
         .map(|(secs, gbps)| traffic.total_bytes as f64 / secs / (gbps * 1e9))
         .collect();
-    let plan = memory_plan(config, model.format, model.kv_dtype, settings);
-    let choice = dispatch_choice();
-    Ok(BenchReport {
-        settings: BenchSettings {
-            prefill_chunk: model.prefill_chunk,
-            ..settings.clone()
-        },
-        model: ModelSummary {
-            gate: config.gate.name(),
-            layers: config.num_hidden_layers,
-            hidden_size: config.hidden_size,
-            parameters: config.parameter_count(),
-            weights: model.format.name(),
-            kv: model.kv_dtype.name(),
-            weight_bytes: model.weight_bytes() as u64,
-        },
-        machine: MachineSummary {
-            simd: choice.table().name(),
-            simd_reason: choice.reason.clone(),
-            threads: rayon::current_num_threads(),
-            machine_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
-        },
-        prefill: PrefillReport {
-            tokens: settings.prompt_tokens,
-            tokens_per_second: Spread::of(&prefill_rates),
-            seconds: prefill_seconds,
-        },
-        decode: DecodeReport {
-            depth: settings.depth,
-            tokens: settings.gen_tokens,
-            mean_kv_len: traffic::mean_kv_len(settings.depth, settings.gen_tokens),
-            tokens_per_second: decode_spread,
-            median_ms_per_token: 1e3 * Spread::of(&decode_seconds).median,
-        },
-        bytes_per_token: traffic,
-        bandwidth: BandwidthReport {
-            before_gbps,
-            after_gbps,
-            mean_gbps,
-            paired_median_gbps: Spread::of(&paired_gbps).median,
-        },
-        roofline: Roofline {
-            decode_tokens_per_second: roofline_tps,
-            ratio: decode_spread.median / roofline_tps,
-            paired_ratio: Spread::of(&paired_ratios).median,
-        },
-        memory: MemoryReport {
-            peak_rss_bytes: peak_before_probe.max(peak_decode),
-            planned_bytes: plan.total(),
-            planned_weight_bytes: plan.weight_bytes,
-            planned_kv_cache_bytes: plan.kv_cache_bytes,
-            planned_scratch_bytes: plan.scratch_bytes,
-        },
-    })
+    report.decode = Some(DecodeReport {
+        depth: settings.depth,
+        tokens: settings.gen_tokens,
+        mean_kv_len: traffic::mean_kv_len(settings.depth, settings.gen_tokens),
+        tokens_per_second: decode_spread,
+        median_ms_per_token: 1e3 * Spread::of(&decode_seconds).median,
+    });
+    report.bandwidth = Some(BandwidthReport {
+        before_gbps,
+        after_gbps,
+        mean_gbps,
+        paired_median_gbps: Spread::of(&paired_gbps).median,
+    });
+    report.roofline = Some(Roofline {
+        decode_tokens_per_second: roofline_tps,
+        ratio: decode_spread.median / roofline_tps,
+        paired_ratio: Spread::of(&paired_ratios).median,
+    });
+    report.bytes_per_token = Some(traffic);
+    report.memory.peak_rss_bytes = peak_before_probe.max(peak_decode);
+    Ok(report)
 }
 
 /// Appends `depth` rows of pseudo-random (seeded) keys and values in [-1, 1) to every layer of

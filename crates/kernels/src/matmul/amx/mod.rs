@@ -6,5 +6,5 @@
 
 pub(crate) mod bf16;
 pub(crate) mod int8;
-mod tiles;
-mod transpose;
+pub(crate) mod tiles;
+pub(crate) mod transpose;

@@ -1,0 +1,254 @@
+//! One work item of AMX prefill: a block of query rows of one KV head streaming its keys.
+
+use super::DIM_CHUNK;
+use super::tiles::{self, KEY_GROUP, SoftmaxLanes, TILE, TILE_WORDS};
+use crate::aligned::LineVec;
+use crate::attention::kv::KvHeadView;
+use crate::matmul::amx::tiles::Tiles;
+
+/// Keys per step: the scores of a pair of query tiles over a step (8 KiB) and the step's packed
+/// V (16 KiB at head_dim 128) stay in L1 beside the pair's accumulators.
+const KEY_STEP: usize = 64;
+
+/// One work item: a block of query rows of one KV head, and its softmax state.
+pub(super) struct Block<'a> {
+    kv: KvHeadView<'a>,
+    /// Query tiles, even (padding rows are zero queries at the last row's position).
+    query_tiles: usize,
+    /// `[tile][dim chunk][pair][query]` bf16 pairs.
+    queries: LineVec<u32>,
+    position: Vec<[i32; TILE]>,
+    /// Past the last key any row of the block sees.
+    key_end: usize,
+    m: Vec<[f32; TILE]>,
+    l: Vec<[f32; TILE]>,
+    s0: Vec<[f32; TILE]>,
+    /// `[tile][dim tile][query][dim]`, not yet divided by `l`.
+    acc: LineVec<f32>,
+}
+
+/// The final state of a block, row by row.
+pub(super) struct BlockState {
+    head_dim: usize,
+    pub m: Vec<f32>,
+    pub l: Vec<f32>,
+    pub s0: Vec<f32>,
+    acc: LineVec<f32>,
+}
+
+impl BlockState {
+    /// Row `r`'s accumulator in dim order.
+    pub(super) fn gather_row(&self, r: usize, dst: &mut [f32]) {
+        let (tile, i) = (r / TILE, r % TILE);
+        let dim_tiles = self.head_dim / TILE;
+        for (c, chunk) in dst.chunks_exact_mut(TILE).enumerate() {
+            let at = ((tile * dim_tiles + c) * TILE + i) * TILE;
+            chunk.copy_from_slice(&self.acc[at..][..TILE]);
+        }
+    }
+}
+
+impl<'a> Block<'a> {
+    pub(super) fn new<'q>(
+        kv: KvHeadView<'a>,
+        queries: impl ExactSizeIterator<Item = &'q [f32]>,
+        positions: impl ExactSizeIterator<Item = usize>,
+    ) -> Block<'a> {
+        let d = kv.head_dim;
+        let rows = queries.len();
+        let query_tiles = rows.div_ceil(TILE).next_multiple_of(2);
+        let positions: Vec<usize> = positions.collect();
+        let last = *positions.last().expect("a block has rows");
+        let position: Vec<[i32; TILE]> = (0..query_tiles)
+            .map(|tile| {
+                core::array::from_fn(|i| *positions.get(tile * TILE + i).unwrap_or(&last) as i32)
+            })
+            .collect();
+        let mut packed = LineVec::default();
+        packed.reset(query_tiles * d / DIM_CHUNK * TILE_WORDS);
+        let rows_q: Vec<&[f32]> = queries.collect();
+        for (tile, dst) in packed
+            .chunks_exact_mut(d / DIM_CHUNK * TILE_WORDS)
+            .enumerate()
+        {
+            let tile_rows: [Option<&[f32]>; TILE] =
+                core::array::from_fn(|i| rows_q.get(tile * TILE + i).copied());
+            // SAFETY: AVX512-BF16 is present wherever AMX is (`prefill_uses_amx_tiles`).
+            unsafe { tiles::pack_queries(&tile_rows, d, dst) };
+        }
+        let mut acc = LineVec::default();
+        acc.reset(query_tiles * d / TILE * TILE_WORDS);
+        Block {
+            kv,
+            query_tiles,
+            queries: packed,
+            key_end: positions.iter().max().map_or(0, |&p| p + 1),
+            position,
+            m: vec![[f32::NEG_INFINITY; TILE]; query_tiles],
+            l: vec![[0.0; TILE]; query_tiles],
+            s0: vec![[f32::NEG_INFINITY; TILE]; query_tiles],
+            acc,
+        }
+    }
+
+    pub(super) fn run(mut self) -> BlockState {
+        let d = self.kv.head_dim;
+        let simd = pulp::x86::V4::try_new().expect("AVX-512 is present where AMX is");
+        // SAFETY: `prefill_uses_amx_tiles` checked that AMX is usable by this process.
+        let tiles = unsafe { Tiles::configure() };
+        let mut values = LineVec::<u32>::default();
+        values.reset(KEY_STEP / KEY_GROUP * d / TILE * TILE_WORDS);
+        let mut scores = LineVec::<f32>::default();
+        scores.reset(2 * KEY_STEP * TILE);
+        let mut probs = LineVec::<u32>::default();
+        probs.reset(2 * KEY_STEP / KEY_GROUP * TILE_WORDS);
+        let mut tail_keys = LineVec::<u32>::default();
+
+        let pair_max: Vec<usize> = (0..self.query_tiles / 2)
+            .map(|pair| {
+                let last = |t: usize| *self.position[t].iter().max().expect("16 lanes") as usize;
+                last(2 * pair).max(last(2 * pair + 1))
+            })
+            .collect();
+        for k0 in (0..self.key_end).step_by(KEY_STEP) {
+            let step_keys = KEY_STEP.min(self.key_end - k0);
+            self.pack_values(k0, step_keys, &mut values);
+            let (keys, stride) = self.key_rows(k0, &mut tail_keys);
+            for (pair, &max_position) in pair_max.iter().enumerate() {
+                if max_position < k0 {
+                    continue;
+                }
+                let groups = (max_position + 1 - k0).min(KEY_STEP).div_ceil(KEY_GROUP);
+                self.pair_step(
+                    simd,
+                    &tiles,
+                    pair,
+                    k0,
+                    groups,
+                    keys,
+                    stride,
+                    &values,
+                    &mut scores,
+                    &mut probs,
+                );
+            }
+        }
+        let flat = |v: Vec<[f32; TILE]>| v.into_iter().flatten().collect();
+        BlockState {
+            head_dim: d,
+            m: flat(self.m),
+            l: flat(self.l),
+            s0: flat(self.s0),
+            acc: self.acc,
+        }
+    }
+
+    /// Where the key rows `k0 .. k0 + KEY_STEP` start, and their stride in bytes: in the cache,
+    /// or (at its end) copied into `tail`, zero-padded, so tile loads stay inside the buffer.
+    fn key_rows(&self, k0: usize, tail: &mut LineVec<u32>) -> (*const u8, usize) {
+        let rw = self.kv.row_words;
+        if k0 + KEY_STEP <= self.kv.len {
+            return (self.kv.k[k0 * rw..].as_ptr().cast(), rw * 4);
+        }
+        tail.reset(KEY_STEP * rw);
+        let live = self.kv.len - k0;
+        tail[..live * rw].copy_from_slice(&self.kv.k[k0 * rw..self.kv.len * rw]);
+        (tail.as_ptr().cast(), rw * 4)
+    }
+
+    /// V rows `k0 .. k0 + step_keys` (zero after) packed for `P V`.
+    fn pack_values(&self, k0: usize, step_keys: usize, dst: &mut [u32]) {
+        let (d, rw) = (self.kv.head_dim, self.kv.row_words);
+        let group_words = d / TILE * TILE_WORDS;
+        for (g, dst) in dst.chunks_exact_mut(group_words).enumerate() {
+            let rows: [Option<&[u32]>; KEY_GROUP] = core::array::from_fn(|t| {
+                let key = g * KEY_GROUP + t;
+                (key < step_keys).then(|| &self.kv.v[(k0 + key) * rw..][..rw])
+            });
+            // SAFETY: AVX-512 BW is present wherever AMX is.
+            unsafe { tiles::pack_values(&rows, d, dst) };
+        }
+    }
+
+    /// Query tiles `2 pair`, `2 pair + 1` against `groups` key groups from `k0`.
+    #[allow(clippy::too_many_arguments)]
+    fn pair_step(
+        &mut self,
+        simd: pulp::x86::V4,
+        tiles: &Tiles,
+        pair: usize,
+        k0: usize,
+        groups: usize,
+        keys: *const u8,
+        stride: usize,
+        values: &[u32],
+        scores: &mut [f32],
+        probs: &mut [u32],
+    ) {
+        let d = self.kv.head_dim;
+        let chunks = d / DIM_CHUNK;
+        let dim_tiles = d / TILE;
+        let (ta, tb) = (2 * pair, 2 * pair + 1);
+        let q_tile = |t: usize| {
+            self.queries[t * chunks * TILE_WORDS..]
+                .as_ptr()
+                .cast::<u8>()
+        };
+        let (sa, sb) = scores.split_at_mut(KEY_STEP * TILE);
+        for g in 0..groups {
+            // SAFETY: key rows k0 + 32g .. + 32 are inside `keys` (a whole step); the query
+            // tiles hold `chunks` tiles; the scores hold KEY_STEP rows per tile.
+            unsafe {
+                tiles::scores_32x32(
+                    tiles,
+                    keys.add(g * KEY_GROUP * stride),
+                    stride,
+                    q_tile(ta),
+                    q_tile(tb),
+                    chunks,
+                    sa[g * KEY_GROUP * TILE..].as_mut_ptr().cast(),
+                    sb[g * KEY_GROUP * TILE..].as_mut_ptr().cast(),
+                )
+            };
+        }
+        let acc_words = dim_tiles * TILE_WORDS;
+        let prob_words = KEY_STEP / KEY_GROUP * TILE_WORDS;
+        let scale = 1.0 / (d as f32).sqrt();
+        for (t, s, p) in [(ta, &*sa, 0), (tb, &*sb, 1)] {
+            let state = SoftmaxLanes {
+                m: &mut self.m[t],
+                l: &mut self.l[t],
+                s0: &mut self.s0[t],
+                position: &self.position[t],
+            };
+            // SAFETY: AVX512-BF16 is present wherever AMX is.
+            unsafe {
+                tiles::softmax_step(
+                    simd,
+                    state,
+                    s,
+                    k0,
+                    groups,
+                    scale,
+                    &mut self.acc[t * acc_words..][..acc_words],
+                    &mut probs[p * prob_words..][..prob_words],
+                )
+            };
+        }
+        let acc = self.acc.as_mut_ptr().cast::<u8>();
+        // SAFETY: tiles ta, tb have `dim_tiles` accumulator tiles each, the probabilities
+        // `groups` tiles per query tile, the packed V `groups * dim_tiles` tiles.
+        unsafe {
+            tiles::accumulate_pv(
+                tiles,
+                acc.add(ta * acc_words * 4),
+                acc.add(tb * acc_words * 4),
+                probs.as_ptr().cast(),
+                probs[prob_words..].as_ptr().cast(),
+                values.as_ptr().cast(),
+                groups,
+                dim_tiles,
+            )
+        };
+    }
+}

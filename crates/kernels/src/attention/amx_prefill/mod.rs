@@ -1,0 +1,34 @@
+//! Prefill attention on AMX tiles for a bf16 KV cache (issue 25): flash attention whose two
+//! products, `Q K^T` and `P V`, are `tdpbf16ps` tile products with f32 sums (queries and
+//! probabilities rounded to bf16), the online softmax between them in AVX-512, and the gate
+//! fused in the same epilogue as the vector kernel (`epilogue::write_row`).
+//!
+//! Work split: one item per (KV head, block of query positions); a block's rows are its
+//! positions times the query heads of the KV head (GQA shares every K/V tile), in tiles of 16,
+//! processed in pairs. Each item streams its keys in steps of `KEY_STEP`: V of the step is
+//! packed once, then every pair of query tiles that sees the step takes its scores, softmax and
+//! `P V` on it while it is in cache. `tiles` holds the microkernels and the layouts.
+
+#[cfg(target_arch = "x86_64")]
+mod block;
+#[cfg(target_arch = "x86_64")]
+mod split;
+#[cfg(target_arch = "x86_64")]
+mod tiles;
+
+use super::kv::KvDtype;
+use crate::KernelTable;
+#[cfg(target_arch = "x86_64")]
+pub(crate) use split::prefill;
+
+/// Dims of one `Q K` tile product (16 bf16 pairs).
+const DIM_CHUNK: usize = 32;
+
+/// Does prefill with `table`'s kernels on a `dtype` cache of `head_dim` run on AMX tiles?
+/// (Other cases run the vector kernel: the tiles read the stored rows in whole 32-dim chunks.)
+pub fn prefill_uses_amx_tiles(table: &KernelTable, dtype: KvDtype, head_dim: usize) -> bool {
+    cfg!(target_arch = "x86_64")
+        && table.amx()
+        && dtype == KvDtype::Bf16
+        && head_dim.is_multiple_of(DIM_CHUNK)
+}

@@ -1,0 +1,116 @@
+//! The work split of AMX prefill: items of (KV head, block of query positions) over rayon, and
+//! the epilogue of each row.
+
+use rayon::prelude::*;
+
+use super::block::Block;
+use super::tiles::TILE;
+use crate::attention::AttentionError;
+use crate::attention::epilogue::{FinalRow, write_row};
+use crate::attention::kv::KvLayer;
+use crate::attention::prefill::row_gate;
+use crate::attention::stats::AttentionStats;
+use crate::reference::{AttentionShape, GateScores};
+
+/// Largest block of query rows per item: a block's accumulators and packed queries (384 KiB at
+/// head_dim 128) stay in L2, and each K/V step read from memory serves 512 rows.
+const MAX_BLOCK_TILES: usize = 32;
+/// Items per thread at least (the causal blocks differ in length, rayon balances them).
+const ITEMS_PER_THREAD: usize = 4;
+
+/// [`super::prefill`] on AMX tiles; the arguments are checked already and
+/// [`super::prefill_uses_amx_tiles`] holds.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn prefill(
+    shape: AttentionShape,
+    q: &[f32],
+    q_start: usize,
+    n: usize,
+    kv: &KvLayer,
+    gate: GateScores<'_>,
+    out: &mut [f32],
+    stats: Option<&mut AttentionStats>,
+) -> Result<(), AttentionError> {
+    let AttentionShape {
+        num_heads,
+        num_kv_heads,
+        head_dim,
+    } = shape;
+    let group = shape.group_size();
+    let positions = positions_per_block(n, group, num_kv_heads);
+    let blocks = n.div_ceil(positions);
+    let items: Vec<(usize, usize)> = (0..num_kv_heads)
+        .flat_map(|j| (0..blocks).map(move |b| (j, b)))
+        .collect();
+    let want_stats = stats.is_some();
+
+    let results: Vec<(Vec<f32>, Option<AttentionStats>)> = items
+        .par_iter()
+        .map(|&(j, b)| {
+            let (t_begin, t_end) = (b * positions, n.min((b + 1) * positions));
+            let rows: Vec<(usize, usize)> = (t_begin..t_end)
+                .flat_map(|t| (0..group).map(move |g| (t, j * group + g)))
+                .collect();
+            let query = |&(t, h): &(usize, usize)| &q[(t * num_heads + h) * head_dim..][..head_dim];
+            let block = Block::new(
+                kv.head(j),
+                rows.iter().map(query),
+                rows.iter().map(|&(t, _)| q_start + t),
+            );
+            let state = block.run();
+            let mut local = want_stats.then(AttentionStats::default);
+            let mut item_out = vec![0.0f32; rows.len() * head_dim];
+            let mut acc = vec![0.0f32; head_dim];
+            for (r, (out_row, &(t, h))) in
+                item_out.chunks_exact_mut(head_dim).zip(&rows).enumerate()
+            {
+                state.gather_row(r, &mut acc);
+                let final_row = FinalRow {
+                    acc: &acc,
+                    m: state.m[r],
+                    l: state.l[r],
+                    s0: state.s0[r],
+                    lanes: 1,
+                    elems_per_word: 1,
+                };
+                let gate = row_gate(gate, t, h, num_heads, head_dim);
+                write_row(final_row, gate, out_row, local.as_mut(), q_start + t == 0);
+            }
+            (item_out, local)
+        })
+        .collect();
+
+    let mut total = AttentionStats::default();
+    for (&(j, b), (item_out, local)) in items.iter().zip(&results) {
+        for (r, row) in item_out.chunks_exact(head_dim).enumerate() {
+            let (t, h) = (b * positions + r / group, j * group + r % group);
+            out[(t * num_heads + h) * head_dim..][..head_dim].copy_from_slice(row);
+        }
+        if let Some(local) = local {
+            total.merge(local);
+        }
+    }
+    if let Some(stats) = stats {
+        stats.merge(&total);
+    }
+    Ok(())
+}
+
+/// Query positions per block: blocks as large as `MAX_BLOCK_TILES` allows, but enough of them
+/// for every thread, and whole pairs of tiles where the group size divides 32.
+fn positions_per_block(n: usize, group: usize, num_kv_heads: usize) -> usize {
+    let tiles_per_head = (n * group).div_ceil(TILE);
+    let wanted_items = ITEMS_PER_THREAD * rayon::current_num_threads();
+    let blocks = tiles_per_head
+        .div_ceil(MAX_BLOCK_TILES)
+        .max(wanted_items.div_ceil(num_kv_heads))
+        .min(tiles_per_head.div_ceil(2))
+        .max(1);
+    let positions = n.div_ceil(blocks);
+    let unit = if (2 * TILE).is_multiple_of(group) {
+        2 * TILE / group
+    } else {
+        1
+    };
+    positions.next_multiple_of(unit).min(n).max(1)
+}

@@ -1,0 +1,350 @@
+//! The tile microkernels of AMX prefill attention and the AVX-512 steps between them.
+//!
+//! Scores are computed transposed, `S^T = K Q^T` (keys by queries): the K rows of the cache are
+//! the first operand as stored (16 keys by 32 dims of bf16, no packing), the queries are packed
+//! once per block into the pair-interleaved second operand. A score tile then holds one key per
+//! row and one query per lane, so the online softmax is lane-wise AVX-512 with no horizontal
+//! reduction. The probabilities, rounded to bf16, are transposed into the first operand of
+//! `O += P V`, whose second operand is V pair-interleaved along keys (packed once per key step
+//! for every query tile of the block).
+//!
+//! Buffer layouts (u32 words hold bf16 pairs, low half first; every tile is 16 rows of 64 bytes):
+//! - queries `[query tile][dim chunk of 32][pair p][query i]`;
+//! - scores `[query tile of the pair][key][query i]` (f32);
+//! - probabilities `[query tile of the pair][key group of 32][query i][key pair p]`;
+//! - V `[key group of 32][dim chunk of 16][key pair p][dim d]`;
+//! - output accumulators `[query tile][dim chunk of 16][query i][dim d]` (f32).
+
+use core::arch::x86_64::*;
+
+use super::DIM_CHUNK;
+use crate::matmul::amx::tiles::Tiles;
+use crate::matmul::amx::transpose::transpose16;
+
+/// Rows (queries or keys) of a tile, and f32 lanes of a register.
+pub(super) const TILE: usize = 16;
+/// Keys of one `P V` tile product (16 pairs).
+pub(super) const KEY_GROUP: usize = 32;
+/// Words (or f32) of one tile.
+pub(super) const TILE_WORDS: usize = TILE * TILE;
+const TILE_BYTES: usize = TILE_WORDS * 4;
+const ROW_BYTES: usize = 64;
+
+/// `S^T` of 32 keys (`k`: 16 + 16 rows of `k_stride` bytes) by 32 queries (packed tiles `qa`,
+/// `qb`) over `chunks` dim chunks, stored to `sa` / `sb` (`[32 keys][16 queries]` f32 each).
+///
+/// # Safety
+/// The 32 key rows must be readable for `chunks * 64` bytes each; `qa`, `qb` hold `chunks` tiles;
+/// `sa`, `sb` are writable for 32 rows of 64 bytes.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+pub(super) unsafe fn scores_32x32(
+    tiles: &Tiles,
+    k: *const u8,
+    k_stride: usize,
+    qa: *const u8,
+    qb: *const u8,
+    chunks: usize,
+    sa: *mut u8,
+    sb: *mut u8,
+) {
+    tiles.zero::<0>();
+    tiles.zero::<1>();
+    tiles.zero::<2>();
+    tiles.zero::<3>();
+    let k1 = k.wrapping_add(TILE * k_stride);
+    for c in 0..chunks {
+        // SAFETY: the caller's contract.
+        unsafe {
+            tiles.load::<4>(k.add(c * ROW_BYTES), k_stride);
+            tiles.load::<5>(k1.add(c * ROW_BYTES), k_stride);
+            tiles.load::<6>(qa.add(c * TILE_BYTES), ROW_BYTES);
+            tiles.load::<7>(qb.add(c * TILE_BYTES), ROW_BYTES);
+        }
+        tiles.dot_bf16::<0, 4, 6>();
+        tiles.dot_bf16::<1, 5, 6>();
+        tiles.dot_bf16::<2, 4, 7>();
+        tiles.dot_bf16::<3, 5, 7>();
+    }
+    // SAFETY: the caller's contract: keys 0..16 then 16..32 of each query tile.
+    unsafe {
+        tiles.store::<0>(sa, ROW_BYTES);
+        tiles.store::<1>(sa.add(TILE_BYTES), ROW_BYTES);
+        tiles.store::<2>(sb, ROW_BYTES);
+        tiles.store::<3>(sb.add(TILE_BYTES), ROW_BYTES);
+    }
+}
+
+/// `O += P V` for two query tiles (`oa`, `ob`: `dim_tiles` accumulator tiles each; `pa`, `pb`:
+/// `groups` probability tiles each) over `groups` key groups of packed V (`v`).
+///
+/// # Safety
+/// The buffers must hold those tiles (layouts in the module doc); `dim_tiles` is even.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+pub(super) unsafe fn accumulate_pv(
+    tiles: &Tiles,
+    oa: *mut u8,
+    ob: *mut u8,
+    pa: *const u8,
+    pb: *const u8,
+    v: *const u8,
+    groups: usize,
+    dim_tiles: usize,
+) {
+    for c in (0..dim_tiles).step_by(2) {
+        // SAFETY: the caller's contract; tiles c and c + 1 exist since dim_tiles is even.
+        unsafe {
+            tiles.load::<0>(oa.add(c * TILE_BYTES), ROW_BYTES);
+            tiles.load::<1>(oa.add((c + 1) * TILE_BYTES), ROW_BYTES);
+            tiles.load::<2>(ob.add(c * TILE_BYTES), ROW_BYTES);
+            tiles.load::<3>(ob.add((c + 1) * TILE_BYTES), ROW_BYTES);
+        }
+        for g in 0..groups {
+            let vg = v.wrapping_add((g * dim_tiles + c) * TILE_BYTES);
+            // SAFETY: the caller's contract.
+            unsafe {
+                tiles.load::<4>(pa.add(g * TILE_BYTES), ROW_BYTES);
+                tiles.load::<5>(pb.add(g * TILE_BYTES), ROW_BYTES);
+                tiles.load::<6>(vg, ROW_BYTES);
+                tiles.load::<7>(vg.add(TILE_BYTES), ROW_BYTES);
+            }
+            tiles.dot_bf16::<0, 4, 6>();
+            tiles.dot_bf16::<1, 4, 7>();
+            tiles.dot_bf16::<2, 5, 6>();
+            tiles.dot_bf16::<3, 5, 7>();
+        }
+        // SAFETY: as above.
+        unsafe {
+            tiles.store::<0>(oa.add(c * TILE_BYTES), ROW_BYTES);
+            tiles.store::<1>(oa.add((c + 1) * TILE_BYTES), ROW_BYTES);
+            tiles.store::<2>(ob.add(c * TILE_BYTES), ROW_BYTES);
+            tiles.store::<3>(ob.add((c + 1) * TILE_BYTES), ROW_BYTES);
+        }
+    }
+}
+
+/// Packs one query tile: `rows[i]` is query `i`'s `head_dim` values (None: a padding row, zero),
+/// rounded to bf16 and transposed into `dst` (`head_dim / 32` tiles).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
+pub(super) fn pack_queries(rows: &[Option<&[f32]>; TILE], head_dim: usize, dst: &mut [u32]) {
+    for c in 0..head_dim / DIM_CHUNK {
+        let mut regs = [_mm512_setzero_ps(); TILE];
+        for (reg, row) in regs.iter_mut().zip(rows) {
+            if let Some(row) = row {
+                let x = &row[c * DIM_CHUNK..][..DIM_CHUNK];
+                // SAFETY: x holds 32 f32.
+                let (lo, hi) = unsafe {
+                    (
+                        _mm512_loadu_ps(x.as_ptr()),
+                        _mm512_loadu_ps(x.as_ptr().add(TILE)),
+                    )
+                };
+                // Dims 2p and 2p + 1 as word p, low half first.
+                *reg = _mm512_castsi512_ps(m512bh_bits(_mm512_cvtne2ps_pbh(hi, lo)));
+            }
+        }
+        transpose16(&mut regs);
+        store_tile(&regs, &mut dst[c * TILE_WORDS..][..TILE_WORDS]);
+    }
+}
+
+/// Packs a key group of V: `rows[2p]`, `rows[2p + 1]` (None: zero) interleaved into pair words
+/// per dim, `head_dim / 16` tiles into `dst`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+pub(super) fn pack_values(rows: &[Option<&[u32]>; KEY_GROUP], head_dim: usize, dst: &mut [u32]) {
+    // Element e of the result takes bf16 e / 2 of the first row (even e) or of the second (odd e),
+    // offset by 16 for the upper 16 dims of the 32 loaded.
+    let lo_index = _mm512_set_epi16(
+        47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38, 6, 37, 5, 36, 4,
+        35, 3, 34, 2, 33, 1, 32, 0,
+    );
+    let hi_index = _mm512_add_epi16(lo_index, _mm512_set1_epi16(16));
+    for p in 0..TILE {
+        for c in 0..head_dim / DIM_CHUNK {
+            let a = load_words(rows[2 * p], c);
+            let b = load_words(rows[2 * p + 1], c);
+            let lo = _mm512_permutex2var_epi16(a, lo_index, b);
+            let hi = _mm512_permutex2var_epi16(a, hi_index, b);
+            let row_of = |tile: usize| tile * TILE_WORDS + p * TILE;
+            assert!(row_of(2 * c + 1) + TILE <= dst.len());
+            // SAFETY: dst holds row p of tiles 2c and 2c + 1 (checked above).
+            unsafe {
+                _mm512_storeu_si512(dst.as_mut_ptr().add(row_of(2 * c)).cast(), lo);
+                _mm512_storeu_si512(dst.as_mut_ptr().add(row_of(2 * c + 1)).cast(), hi);
+            }
+        }
+    }
+}
+
+/// Words `16 c .. 16 c + 16` of a stored row (None: zeros).
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn load_words(row: Option<&[u32]>, c: usize) -> __m512i {
+    match row {
+        Some(row) => {
+            let words = &row[c * TILE..][..TILE];
+            // SAFETY: 16 words.
+            unsafe { _mm512_loadu_si512(words.as_ptr().cast()) }
+        }
+        None => _mm512_setzero_si512(),
+    }
+}
+
+/// The online-softmax state of one query tile (one lane per query).
+pub(super) struct SoftmaxLanes<'a> {
+    /// The shift the probabilities are taken against (natural-log units, already scaled).
+    pub m: &'a mut [f32; TILE],
+    pub l: &'a mut [f32; TILE],
+    /// Scaled score of key 0 (set at the key step starting at 0).
+    pub s0: &'a mut [f32; TILE],
+    pub position: &'a [i32; TILE],
+}
+
+/// A row's shift is only raised when a score exceeds it by more than this: probabilities stay
+/// below e^8 (far from overflow in f32 and bf16 sums), and the accumulators are rescaled only
+/// when the maximum jumps, not at every small increase.
+const LAZY_RESCALE: f32 = 8.0;
+
+/// One key step of a query tile: `scores` (`[groups * 32 keys][16]`, raw dot products of keys
+/// `k0..`) are scaled, masked causally, exponentiated against the (possibly raised) shift and
+/// written as bf16 probabilities to `probs` (`groups` tiles); the rounded probabilities are
+/// added to `l`. If a shift rises, that query's accumulators `acc` (`[dim tile][16][16]`) and
+/// `l` are rescaled first.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
+pub(super) fn softmax_step(
+    simd: pulp::x86::V4,
+    state: SoftmaxLanes<'_>,
+    scores: &[f32],
+    k0: usize,
+    groups: usize,
+    scale: f32,
+    acc: &mut [f32],
+    probs: &mut [u32],
+) {
+    let keys = groups * KEY_GROUP;
+    let position = load_i32(state.position);
+    let min_position = *state.position.iter().min().expect("16 lanes") as usize;
+    let mut x = [_mm512_setzero_ps(); 128];
+    let x = &mut x[..keys];
+    let scale_v = _mm512_set1_ps(scale);
+    let mut tile_max = _mm512_set1_ps(f32::NEG_INFINITY);
+    for (key, xk) in x.iter_mut().enumerate() {
+        // SAFETY: scores holds `keys` rows of 16.
+        let s = unsafe { _mm512_loadu_ps(scores.as_ptr().add(key * TILE)) };
+        let mut s = _mm512_mul_ps(s, scale_v);
+        if k0 + key > min_position {
+            let hidden = _mm512_cmplt_epi32_mask(position, _mm512_set1_epi32((k0 + key) as i32));
+            s = _mm512_mask_mov_ps(s, hidden, _mm512_set1_ps(f32::NEG_INFINITY));
+        }
+        tile_max = _mm512_max_ps(tile_max, s);
+        *xk = s;
+    }
+    if k0 == 0 {
+        store_f32(x[0], state.s0);
+    }
+    let m = load_f32(state.m);
+    let raise =
+        _mm512_cmp_ps_mask::<_CMP_GT_OQ>(tile_max, _mm512_add_ps(m, _mm512_set1_ps(LAZY_RESCALE)));
+    let mut l = load_f32(state.l);
+    let m = if raise != 0 {
+        let m_new = _mm512_mask_max_ps(m, raise, m, tile_max);
+        // exp(-inf) = 0 on a row's first step: its (zero) accumulators are simply reset.
+        let alpha = exp(simd, _mm512_sub_ps(m, m_new));
+        l = _mm512_mul_ps(l, alpha);
+        rescale_rows(acc, alpha);
+        store_f32(m_new, state.m);
+        m_new
+    } else {
+        m
+    };
+    // Pairs of keys (2p, 2p + 1) rounded to bf16 and interleaved into words, lane = query.
+    let pair_index = _mm512_set_epi16(
+        31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20, 4,
+        19, 3, 18, 2, 17, 1, 16, 0,
+    );
+    let high_half = _mm512_set1_epi32(0xffff_0000u32 as i32);
+    for g in 0..groups {
+        let mut words = [_mm512_setzero_ps(); TILE];
+        for (p, w) in words.iter_mut().enumerate() {
+            let even = exp(simd, _mm512_sub_ps(x[g * KEY_GROUP + 2 * p], m));
+            let odd = exp(simd, _mm512_sub_ps(x[g * KEY_GROUP + 2 * p + 1], m));
+            let halves = m512bh_bits(_mm512_cvtne2ps_pbh(odd, even));
+            let pair = _mm512_permutexvar_epi16(pair_index, halves);
+            // The sum takes the probabilities as rounded, so the weights stay normalized.
+            let rounded_even = _mm512_castsi512_ps(_mm512_slli_epi32::<16>(pair));
+            let rounded_odd = _mm512_castsi512_ps(_mm512_and_si512(pair, high_half));
+            l = _mm512_add_ps(l, _mm512_add_ps(rounded_even, rounded_odd));
+            *w = _mm512_castsi512_ps(pair);
+        }
+        transpose16(&mut words);
+        store_tile(&words, &mut probs[g * TILE_WORDS..][..TILE_WORDS]);
+    }
+    store_f32(l, state.l);
+}
+
+/// `acc[tile][i][..] *= alpha[i]` for every dim tile.
+#[target_feature(enable = "avx512f")]
+fn rescale_rows(acc: &mut [f32], alpha: __m512) {
+    let mut lanes = [0.0f32; TILE];
+    store_f32(alpha, &mut lanes);
+    for tile in acc.chunks_exact_mut(TILE_WORDS) {
+        for (row, &a) in tile.chunks_exact_mut(TILE).zip(&lanes) {
+            // SAFETY: row holds 16 f32.
+            unsafe {
+                let v = _mm512_loadu_ps(row.as_ptr());
+                _mm512_storeu_ps(row.as_mut_ptr(), _mm512_mul_ps(v, _mm512_set1_ps(a)));
+            }
+        }
+    }
+}
+
+/// `exp(x)` lane-wise (`x <= LAZY_RESCALE`; -inf gives 0), the softmax's own polynomial.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn exp(simd: pulp::x86::V4, x: __m512) -> __m512 {
+    // SAFETY: both are 16 f32 in a 64-byte value.
+    let x: pulp::f32x16 = unsafe { core::mem::transmute(x) };
+    let e = crate::simd_math::exp_nonpositive(simd, x);
+    // SAFETY: as above.
+    unsafe { core::mem::transmute(e) }
+}
+
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn m512bh_bits(x: __m512bh) -> __m512i {
+    // SAFETY: 32 bf16 in a 64-byte value, reinterpreted as its bits.
+    unsafe { core::mem::transmute(x) }
+}
+
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn store_tile(regs: &[__m512; TILE], dst: &mut [u32]) {
+    assert!(dst.len() >= TILE_WORDS);
+    for (i, r) in regs.iter().enumerate() {
+        // SAFETY: dst holds 16 rows of 16 words (checked above).
+        unsafe { _mm512_storeu_ps(dst.as_mut_ptr().add(i * TILE).cast(), *r) };
+    }
+}
+
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn load_f32(x: &[f32; TILE]) -> __m512 {
+    // SAFETY: 16 f32.
+    unsafe { _mm512_loadu_ps(x.as_ptr()) }
+}
+
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn store_f32(v: __m512, x: &mut [f32; TILE]) {
+    // SAFETY: 16 f32.
+    unsafe { _mm512_storeu_ps(x.as_mut_ptr(), v) }
+}
+
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn load_i32(x: &[i32; TILE]) -> __m512i {
+    // SAFETY: 16 i32.
+    unsafe { _mm512_loadu_si512(x.as_ptr().cast()) }
+}

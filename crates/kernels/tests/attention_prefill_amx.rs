@@ -1,0 +1,241 @@
+//! Prefill on AMX tiles (bf16 KV) equals naive attention + gate on the queries as the tiles use
+//! them (rounded to bf16), on the stored K/V, within a bound derived from the probabilities'
+//! rounding: shapes with tails (head dims 64 and 128, lengths not multiples of the 16-key tiles or
+//! the 64-key steps), chunks on top of a cache, GQA groups 1, 2 and 4, every gate.
+//!
+//! The bound: the tiles weigh key `k` by `p_k (1 + d_k)`, `|d_k| <= u = 2^-8` (bf16 rounding to
+//! nearest), and divide by the sum of the weights as rounded, so each normalized weight `w_k`
+//! moves by at most `w_k * 2u / (1 - u)` and an output element by at most
+//! `2u / (1 - u) * sum_k w_k |v_k|` (the sigmoid gate only shrinks it). The scores are exact
+//! products of bf16 values summed in f32, whose error, like the exponential's (~1e-7 relative),
+//! is covered by a relative slack of 1e-5 of the same sum and 1e-6 absolute.
+
+#[path = "attention_support.rs"]
+mod support;
+
+use gattn_kernels::attention::{
+    AttentionShape, AttentionStats, KvDtype, prefill_on, prefill_uses_amx_tiles,
+};
+use gattn_kernels::reference::{apply_output_gate, causal_attention};
+use gattn_kernels::{KernelTable, SimdLevel};
+use half::bf16;
+use proptest::prelude::*;
+use support::*;
+
+const BF16_UNIT_ROUNDOFF: f32 = 1.0 / 256.0;
+
+#[derive(Debug, Clone)]
+struct Case {
+    num_kv_heads: usize,
+    group: usize,
+    head_dim: usize,
+    gate_mode: u8,
+    /// Keys in the cache (some past the chunk, which causality hides).
+    kv_len: usize,
+    q_start: usize,
+    n: usize,
+    q_amplitude: f32,
+    seed: u64,
+}
+
+fn cases() -> impl Strategy<Value = Case> {
+    (
+        (1usize..=2, prop::sample::select(vec![1usize, 2, 4])),
+        prop::sample::select(vec![64usize, 128]),
+        0u8..3,
+        prop_oneof![3 => 1usize..=200, 1 => 200usize..=1500],
+        0usize..40,
+        any::<u64>(),
+        prop::sample::select(vec![0.5f32, 2.0, 8.0, 30.0]),
+    )
+        .prop_flat_map(|((kvh, group), d, gate_mode, end, extra, seed, amp)| {
+            let max_n = if end > 200 { 24 } else { 80 }.min(end);
+            (1..=max_n).prop_map(move |n| Case {
+                num_kv_heads: kvh,
+                group,
+                head_dim: d,
+                gate_mode,
+                kv_len: end + extra,
+                q_start: end - n,
+                n,
+                q_amplitude: amp,
+                seed,
+            })
+        })
+}
+
+/// The AVX-512 kernel table with the AMX entries, where this machine has them.
+fn amx_table() -> Option<&'static KernelTable> {
+    let table = KernelTable::get(SimdLevel::Avx512, true);
+    if table.is_none() {
+        eprintln!("skipped: AMX tiles are not usable on this machine");
+    }
+    table
+}
+
+fn amx_available() -> bool {
+    amx_table().is_some()
+}
+
+fn round_to_bf16(x: &[f32]) -> Vec<f32> {
+    x.iter().map(|&v| bf16::from_f32(v).to_f32()).collect()
+}
+
+fn check(case: &Case) -> Result<(), TestCaseError> {
+    let shape = AttentionShape {
+        num_heads: case.num_kv_heads * case.group,
+        num_kv_heads: case.num_kv_heads,
+        head_dim: case.head_dim,
+    };
+    let (n, d, heads) = (case.n, shape.head_dim, shape.num_heads);
+    let mut rng = rng(case.seed);
+    let (k, v) = random_kv(&mut rng, shape, case.kv_len);
+    let q = random_vec(&mut rng, n * heads * d, case.q_amplitude);
+    let gate_scores = random_gate(&mut rng, case.gate_mode, n, shape);
+    let gate = gate_of(case.gate_mode, &gate_scores);
+    let layer = layer_from(KvDtype::Bf16, shape, &k, &v);
+
+    // The reference on the stored K/V and the rounded queries, with its probabilities.
+    let keys = case.q_start + n;
+    let stored_k: Vec<Vec<f32>> = (0..shape.num_kv_heads)
+        .map(|j| layer.dequantized_k(j))
+        .collect();
+    let stored_v: Vec<Vec<f32>> = (0..shape.num_kv_heads)
+        .map(|j| layer.dequantized_v(j))
+        .collect();
+    let k_heads: Vec<&[f32]> = stored_k.iter().map(|h| &h[..keys * d]).collect();
+    let v_heads: Vec<&[f32]> = stored_v.iter().map(|h| &h[..keys * d]).collect();
+    let mut want = vec![0.0; n * heads * d];
+    let mut probs = vec![0.0; n * heads * keys];
+    causal_attention(
+        shape,
+        &round_to_bf16(&q),
+        case.q_start,
+        n,
+        &k_heads,
+        &v_heads,
+        keys,
+        &mut want,
+        Some(&mut probs),
+    );
+    apply_output_gate(&mut want, gate, d);
+
+    let mut out = vec![f32::NAN; want.len()];
+    let mut stats = AttentionStats::default();
+    let table = amx_table().expect("checked by the caller");
+    prefill_on(
+        table,
+        shape,
+        &q,
+        case.q_start,
+        n,
+        &layer,
+        gate,
+        &mut out,
+        Some(&mut stats),
+    )
+    .unwrap();
+
+    let u = BF16_UNIT_ROUNDOFF;
+    let factor = 2.0 * u / (1.0 - u) + 1e-5;
+    for row in 0..n * heads {
+        let (h, w) = (row % heads, &probs[row * keys..][..keys]);
+        let vh = v_heads[h / case.group];
+        for e in 0..d {
+            let weighted: f32 = w
+                .iter()
+                .enumerate()
+                .map(|(s, p)| p * vh[s * d + e].abs())
+                .sum();
+            let bound = factor * weighted + 1e-6;
+            let (got, expected) = (out[row * d + e], want[row * d + e]);
+            prop_assert!(
+                (got - expected).abs() <= bound,
+                "row {row} dim {e}: {got} vs {expected}, bound {bound}"
+            );
+        }
+    }
+
+    // Statistics: the sink share of each row moves by at most 2u / (1 - u) of itself.
+    let sink_want: f64 = probs.chunks_exact(keys).map(|r| r[0] as f64).sum();
+    prop_assert_eq!(stats.sink_rows, (n * heads) as u64);
+    prop_assert!(
+        (stats.sink_mass_sum - sink_want).abs() <= factor as f64 * sink_want + 1e-5,
+        "sink mass {} vs {}",
+        stats.sink_mass_sum,
+        sink_want
+    );
+    let gates_want = if case.gate_mode == 0 {
+        0
+    } else {
+        gate_scores.len() as u64
+    };
+    prop_assert_eq!(stats.gate_count, gates_want);
+
+    // Without statistics the output is the same.
+    let mut plain = vec![f32::NAN; want.len()];
+    prefill_on(
+        table,
+        shape,
+        &q,
+        case.q_start,
+        n,
+        &layer,
+        gate,
+        &mut plain,
+        None,
+    )
+    .unwrap();
+    prop_assert_eq!(plain, out);
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn amx_prefill_matches_reference_within_bound(case in cases()) {
+        if amx_available() {
+            check(&case)?;
+        }
+    }
+}
+
+/// A long chunk on top of a cache: several blocks per KV head and several 64-key steps, the
+/// diagonal steps masked inside a tile.
+#[test]
+fn amx_prefill_long_chunk_on_a_cache() {
+    if !amx_available() {
+        return;
+    }
+    for (group, head_dim, gate_mode) in [(2, 128, 1u8), (4, 64, 2), (1, 128, 0)] {
+        let case = Case {
+            num_kv_heads: 2,
+            group,
+            head_dim,
+            gate_mode,
+            kv_len: 700,
+            q_start: 347,
+            n: 333,
+            q_amplitude: 4.0,
+            seed: 7 + group as u64,
+        };
+        check(&case).unwrap();
+    }
+}
+
+/// Other shapes run the vector kernel: head dims that are not whole 32-dim chunks, other KV
+/// dtypes, other levels.
+#[test]
+fn amx_prefill_takes_only_bf16_in_whole_chunks() {
+    if !amx_available() {
+        return;
+    }
+    let amx = amx_table().expect("checked above");
+    assert!(prefill_uses_amx_tiles(amx, KvDtype::Bf16, 128));
+    assert!(!prefill_uses_amx_tiles(amx, KvDtype::Bf16, 72));
+    assert!(!prefill_uses_amx_tiles(amx, KvDtype::Int8, 128));
+    assert!(!prefill_uses_amx_tiles(amx, KvDtype::F32, 128));
+    let plain = KernelTable::get(SimdLevel::Avx512, false).expect("AMX implies AVX-512");
+    assert!(!prefill_uses_amx_tiles(plain, KvDtype::Bf16, 128));
+}
