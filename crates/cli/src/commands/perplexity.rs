@@ -44,7 +44,7 @@ pub struct PerplexityArgs {
     #[arg(long, value_name = "S")]
     pub stride: Option<usize>,
     /// Write the top-k log-probabilities of every scored position to FILE (a base run for
-    /// --kl-divergence; format in docs/quantization.md)
+    /// --kl-divergence; format in docs/results.md, "Quantization quality")
     #[arg(long, value_name = "FILE")]
     pub save_logits: Option<PathBuf>,
     /// Log-probabilities kept per position by --save-logits
