@@ -112,12 +112,28 @@ pub fn prefill_on(
         })
         .collect();
 
+    let firsts = items
+        .iter()
+        .map(|&(j, tile)| (j, tile * positions_per_item));
+    scatter_items(shape, firsts, &results, out, stats);
+    Ok(())
+}
+
+/// Writes each work item's rows (KV head `j`, query positions from `first` on, `group` heads a
+/// position: `[positions * group, head_dim]`) to their places in `out` `[n, num_heads *
+/// head_dim]`, and merges the items' statistics into `stats`.
+pub(crate) fn scatter_items(
+    shape: AttentionShape,
+    firsts: impl Iterator<Item = (usize, usize)>,
+    results: &[(Vec<f32>, Option<AttentionStats>)],
+    out: &mut [f32],
+    stats: Option<&mut AttentionStats>,
+) {
+    let (num_heads, head_dim, group) = (shape.num_heads, shape.head_dim, shape.group_size());
     let mut total = AttentionStats::default();
-    for (&(j, tile), (item_out, local)) in items.iter().zip(&results) {
-        let t_begin = tile * positions_per_item;
+    for ((j, first), (item_out, local)) in firsts.zip(results) {
         for (r, row) in item_out.chunks_exact(head_dim).enumerate() {
-            let t = t_begin + r / group;
-            let h = j * group + r % group;
+            let (t, h) = (first + r / group, j * group + r % group);
             out[(t * num_heads + h) * head_dim..][..head_dim].copy_from_slice(row);
         }
         if let Some(local) = local {
@@ -127,7 +143,6 @@ pub fn prefill_on(
     if let Some(stats) = stats {
         stats.merge(&total);
     }
-    Ok(())
 }
 
 pub(crate) fn final_row(partial: &PartialRows, r: usize) -> FinalRow<'_> {

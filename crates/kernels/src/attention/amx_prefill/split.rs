@@ -8,7 +8,7 @@ use super::tiles::TILE;
 use crate::attention::AttentionError;
 use crate::attention::epilogue::{FinalRow, write_row};
 use crate::attention::kv::KvLayer;
-use crate::attention::prefill::row_gate;
+use crate::attention::prefill::{row_gate, scatter_items};
 use crate::attention::stats::AttentionStats;
 use crate::reference::{AttentionShape, GateScores};
 
@@ -80,19 +80,8 @@ pub(crate) fn prefill(
         })
         .collect();
 
-    let mut total = AttentionStats::default();
-    for (&(j, b), (item_out, local)) in items.iter().zip(&results) {
-        for (r, row) in item_out.chunks_exact(head_dim).enumerate() {
-            let (t, h) = (b * positions + r / group, j * group + r % group);
-            out[(t * num_heads + h) * head_dim..][..head_dim].copy_from_slice(row);
-        }
-        if let Some(local) = local {
-            total.merge(local);
-        }
-    }
-    if let Some(stats) = stats {
-        stats.merge(&total);
-    }
+    let firsts = items.iter().map(|&(j, b)| (j, b * positions));
+    scatter_items(shape, firsts, &results, out, stats);
     Ok(())
 }
 
