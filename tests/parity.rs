@@ -313,3 +313,32 @@ fn prefill_stops_between_chunks_and_resumes() {
     let expected = &fixture.expected_logits[(ids.len() - 1) * vocab..];
     assert!(max_abs_diff(&logits, expected) <= fixture.tolerance);
 }
+
+/// Attention maps come from the reference backend only, statistics from the fast one: asked of
+/// the other, the call is refused, naming the backend, before the cache is touched.
+#[test]
+fn a_probe_asked_of_the_wrong_backend_is_refused_before_running() {
+    let fixture = Fixture::load("headwise_gqa");
+    let mut model = Qwen3Model::load(&fixture.dir, WeightFormat::F32).unwrap();
+    let ids = &fixture.prompt_ids;
+    model.backend = Backend::Fast;
+    let mut cache = model.new_cache(ids.len());
+    let mut maps = Vec::new();
+    let err = model
+        .forward_with_maps(ids, &mut cache, LogitsFor::Last, Some(&mut maps))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("attention maps") && err.contains("reference"),
+        "{err}"
+    );
+    assert_eq!(cache.len(), 0);
+    model.backend = Backend::Reference;
+    let mut stats = vec![gattn_model::LayerStats::default(); model.layers.len()];
+    let err = model
+        .forward_with_stats(ids, &mut cache, LogitsFor::Last, &mut stats)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("statistics") && err.contains("fast"), "{err}");
+    assert_eq!(cache.len(), 0);
+}

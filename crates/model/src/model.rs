@@ -225,6 +225,7 @@ impl Qwen3Model {
             Some(maps) => Probes::Maps(maps),
             None => Probes::None,
         };
+        self.check_probe_backend(&probes)?;
         let mut logits = Vec::new();
         self.forward_chunked(tokens, cache, logits_for, &mut logits, probes, &mut |_| {
             true
@@ -246,10 +247,28 @@ impl Qwen3Model {
         assert_eq!(stats.len(), self.layers.len(), "one LayerStats per layer");
         let mut logits = Vec::new();
         let probes = Probes::Stats(stats);
+        self.check_probe_backend(&probes)?;
         self.forward_chunked(tokens, cache, logits_for, &mut logits, probes, &mut |_| {
             true
         })?;
         Ok(logits)
+    }
+
+    /// A probe asked of the backend that cannot give it is refused before the cache is touched.
+    fn check_probe_backend(&self, probes: &Probes<'_>) -> Result<()> {
+        let (probe, needs) = match probes {
+            Probes::None => return Ok(()),
+            Probes::Maps(_) => ("attention maps", Backend::Reference),
+            Probes::Stats(_) => ("attention statistics", Backend::Fast),
+        };
+        if self.backend == needs {
+            Ok(())
+        } else {
+            Err(ModelError::ProbeNeedsBackend {
+                probe,
+                backend: needs,
+            })
+        }
     }
 
     /// Splits `tokens` into chunks of at most `prefill_chunk` (one chunk for attention maps) and
