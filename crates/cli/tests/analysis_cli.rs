@@ -1,32 +1,14 @@
 //! `gattn-cpu sink`, `gattn-cpu attn-map` and `builtin:NAME` models end to end.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use gattn_eval::analysis::{combined_figure_size, model_figure_size};
 use gattn_model::{LogitsFor, Qwen3Model, Tokenizer, WeightFormat};
+use support::{expect_exit, gattn_cpu_with_cache as gattn_cpu, read_npy};
+
+mod support;
 
 const PROMPT: &str = "The gate removes the sink.";
-
-/// Runs the binary with its builtin-model cache in `cache`.
-fn gattn_cpu(cache: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_gattn-cpu"))
-        .args(args)
-        .env("GATTN_CACHE_DIR", cache)
-        .output()
-        .expect("the binary runs")
-}
-
-fn expect_exit(o: &Output, code: i32) {
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(
-        o.status.code(),
-        Some(code),
-        "stdout: {}\nstderr: {err}",
-        String::from_utf8_lossy(&o.stdout)
-    );
-    assert!(!err.contains("panicked"), "{err}");
-}
 
 fn init_tiny_at(cache: &Path, out: &Path, gate: &str) {
     let out = out.to_str().unwrap();
@@ -43,31 +25,6 @@ fn init_tiny(cache: &Path, gate: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     init_tiny_at(cache, dir.path(), gate);
     dir
-}
-
-/// A little-endian f32 .npy: (shape, values).
-fn read_npy(path: &Path) -> (Vec<usize>, Vec<f32>) {
-    let bytes = std::fs::read(path).unwrap();
-    assert_eq!(&bytes[..8], b"\x93NUMPY\x01\x00");
-    let header_len = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
-    let header = std::str::from_utf8(&bytes[10..10 + header_len]).unwrap();
-    let shape_text = header
-        .split("'shape': (")
-        .nth(1)
-        .unwrap()
-        .split(')')
-        .next()
-        .unwrap();
-    let shape = shape_text
-        .split(',')
-        .filter(|s| !s.trim().is_empty())
-        .map(|s| s.trim().parse().unwrap())
-        .collect();
-    let values = bytes[10 + header_len..]
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-        .collect();
-    (shape, values)
 }
 
 fn png_size(path: &Path) -> (u32, u32) {

@@ -3,6 +3,10 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use support::read_npy;
+
+mod support;
+
 fn gattn_cpu(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_gattn-cpu"))
         .args(args)
@@ -131,7 +135,7 @@ fn logits_with_only_weights_f32_match_every_oracle_fixture() {
             npy.to_str().unwrap(),
         ]);
         expect_exit(&o, 0);
-        let (shape, values) = read_f32_npy(&npy);
+        let (shape, values) = read_npy(&npy);
         let config: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(case.join("config.json")).unwrap())
                 .unwrap();
@@ -162,31 +166,6 @@ fn logits_with_only_weights_f32_match_every_oracle_fixture() {
             "{name}: max abs error {worst:e} > 1e-4 of the logits' std {std:e}"
         );
     }
-}
-
-/// A little-endian f32 .npy as `gattn-cpu logits` writes it: (shape, values).
-fn read_f32_npy(path: &Path) -> (Vec<usize>, Vec<f32>) {
-    let bytes = std::fs::read(path).unwrap();
-    assert_eq!(&bytes[..8], b"\x93NUMPY\x01\x00");
-    let header_len = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
-    let header = std::str::from_utf8(&bytes[10..10 + header_len]).unwrap();
-    assert_eq!((10 + header_len) % 64, 0);
-    assert!(header.contains("'descr': '<f4'"), "{header}");
-    let dims = header
-        .split("'shape': (")
-        .nth(1)
-        .and_then(|rest| rest.split(')').next())
-        .unwrap();
-    let shape = dims
-        .split(',')
-        .filter(|d| !d.trim().is_empty())
-        .map(|d| d.trim().parse().unwrap())
-        .collect();
-    let values = bytes[10 + header_len..]
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-        .collect();
-    (shape, values)
 }
 
 #[test]

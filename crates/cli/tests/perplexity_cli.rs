@@ -3,32 +3,15 @@
 //! a run against its own saved logits has KL divergence 0; files are never clobbered.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use gattn_eval::perplexity::BUILTIN_TEXT;
+use support::{expect_exit, gattn_cpu_with_cache as gattn_cpu, read_npy};
+
+mod support;
 
 const CTX: usize = 96;
 const CHUNKS: usize = 2;
-
-/// Runs the binary with its builtin-model cache in `cache`.
-fn gattn_cpu(cache: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_gattn-cpu"))
-        .args(args)
-        .env("GATTN_CACHE_DIR", cache)
-        .output()
-        .expect("the binary runs")
-}
-
-fn expect_exit(o: &Output, code: i32) {
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(
-        o.status.code(),
-        Some(code),
-        "stdout: {}\nstderr: {stderr}",
-        String::from_utf8_lossy(&o.stdout)
-    );
-    assert!(!stderr.contains("panicked"), "{stderr}");
-}
 
 fn json(o: &Output) -> serde_json::Value {
     expect_exit(o, 0);
@@ -51,28 +34,6 @@ fn perplexity(cache: &Path, extra: &[&str]) -> Output {
     ];
     args.extend_from_slice(extra);
     gattn_cpu(cache, &args)
-}
-
-/// A little-endian f32 .npy of shape `[rows, cols]`: (cols, values).
-fn read_npy(path: &Path) -> (usize, Vec<f32>) {
-    let bytes = std::fs::read(path).unwrap();
-    assert_eq!(&bytes[..8], b"\x93NUMPY\x01\x00");
-    let header_len = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
-    let header = std::str::from_utf8(&bytes[10..10 + header_len]).unwrap();
-    let cols = header
-        .split("'shape': (")
-        .nth(1)
-        .and_then(|s| s.split(')').next())
-        .and_then(|s| s.split(',').nth(1))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    let values = bytes[10 + header_len..]
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-        .collect();
-    (cols, values)
 }
 
 #[test]
@@ -118,7 +79,8 @@ fn f32_perplexity_equals_exp_mean_nll_from_logits() {
             ),
             0,
         );
-        let (vocab, logits) = read_npy(&npy);
+        let (shape, logits) = read_npy(&npy);
+        let vocab = shape[1];
         // llama-perplexity: logits at positions CTX/2 ..= CTX-2 predict the next token.
         for pos in CTX / 2..CTX - 1 {
             let row = &logits[pos * vocab..(pos + 1) * vocab];

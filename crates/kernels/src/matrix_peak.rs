@@ -18,8 +18,8 @@ pub struct MatrixPeak {
     pub flops_per_second: f64,
 }
 
-/// Passes of the probe (the median is reported) and instructions per pass and thread: about
-/// 10 ms of tile products per pass at 16 cycles each.
+/// Passes of the probe (the median is reported) and instructions per pass and thread: enough
+/// that a pass is long beside the timer's resolution and the broadcast's start-up.
 const PASSES: usize = 5;
 const TILE_PRODUCTS_PER_PASS: usize = 1 << 20;
 const VECTOR_PRODUCTS_PER_PASS: usize = 1 << 24;
