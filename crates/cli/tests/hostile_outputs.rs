@@ -325,6 +325,17 @@ fn merge_needs_every_shard_once_unless_partial() {
         serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
     assert_eq!(run["missing"], serde_json::json!(["shard 1/3"]));
 
+    // A partial merge resumes like a run: the missing samples are evaluated.
+    let o = scratch.run(&ruler_args(&model, &out, "3", &[]));
+    expect_exit(&o, 0);
+    assert!(
+        stderr(&o).contains("1 samples evaluated, 2 already done"),
+        "{}",
+        stderr(&o)
+    );
+    let md = std::fs::read_to_string(out.join("results.md")).unwrap();
+    assert!(!md.contains("Partial"), "{md}");
+
     // Complete: no note.
     let full = scratch.path("full");
     let o = scratch.run(&["ruler", "merge", s(&c), s(&a), s(&b), "-o", s(&full)]);

@@ -236,7 +236,7 @@ pub fn run_ruler(options: &RunOptions) -> Result<RunOutcome, RunError> {
     };
     let _lock = open_run_dir(options)?;
     if let Some(previous) = RunSettings::read(&options.out)?
-        && let Some(diff) = settings.difference(&previous, true)
+        && let Some(diff) = settings.resume_difference(&previous)
     {
         return Err(RunError::BadRunDir {
             path: options.out.clone(),

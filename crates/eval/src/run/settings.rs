@@ -143,4 +143,91 @@ impl RunSettings {
             .find(|((_, a), (_, b))| a != b)
             .map(|((name, a), (_, b))| format!("{name} is {a} here but {b} there"))
     }
+
+    /// What refuses resuming `previous` with these settings: any difference but a plan that
+    /// grew (more tasks, lengths or samples: the new samples are evaluated, none is dropped).
+    pub fn resume_difference(&self, previous: &RunSettings) -> Option<String> {
+        let keeps_previous_plan = previous.tasks.iter().all(|t| self.tasks.contains(t))
+            && previous.lengths.iter().all(|l| self.lengths.contains(l))
+            && self.samples >= previous.samples;
+        if keeps_previous_plan {
+            let as_before = RunSettings {
+                tasks: previous.tasks.clone(),
+                lengths: previous.lengths.clone(),
+                samples: previous.samples,
+                ..self.clone()
+            };
+            return as_before.difference(previous, true);
+        }
+        self.difference(previous, true).map(|diff| {
+            if ["--tasks", "--lengths", "--samples"]
+                .iter()
+                .any(|f| diff.starts_with(f))
+            {
+                format!("{diff}; a rerun may add tasks, lengths or samples, not drop them")
+            } else {
+                diff
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> RunSettings {
+        RunSettings {
+            model: "m".into(),
+            model_fingerprint: "f00d".into(),
+            weights: "bf16".into(),
+            kv: "bf16".into(),
+            rope_scaling: None,
+            chat: false,
+            seed: 42,
+            essays: "builtin".into(),
+            tasks: vec![TaskName::NiahSingle1],
+            lengths: vec![1024],
+            samples: 2,
+            shard: "0/1".into(),
+            kernels: "avx2".into(),
+            missing: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_resume_may_grow_the_plan_but_not_drop_from_it_or_change_a_setting() {
+        let before = settings();
+        let grown = RunSettings {
+            tasks: vec![TaskName::NiahSingle1, TaskName::Vt],
+            lengths: vec![1024, 2048],
+            samples: 3,
+            kernels: "avx512".into(), // information only
+            ..settings()
+        };
+        assert_eq!(grown.resume_difference(&before), None);
+        let fewer = RunSettings {
+            samples: 1,
+            ..settings()
+        };
+        let diff = fewer.resume_difference(&before).unwrap();
+        assert!(
+            diff.starts_with("--samples is 1 here but 2 there"),
+            "{diff}"
+        );
+        assert!(diff.contains("not drop them"), "{diff}");
+        let int8 = RunSettings {
+            kv: "int8".into(),
+            samples: 3,
+            ..settings()
+        };
+        let diff = int8.resume_difference(&before).unwrap();
+        assert_eq!(diff, "--kv is int8 here but bf16 there");
+        let other_shard = RunSettings {
+            shard: "1/2".into(),
+            ..settings()
+        };
+        let diff = other_shard.resume_difference(&before).unwrap();
+        assert_eq!(diff, "--shard is 1/2 here but 0/1 there");
+    }
 }
