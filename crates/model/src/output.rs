@@ -105,11 +105,13 @@ impl AtomicFile {
             .extension()
             .map(|e| format!(".{}", e.to_string_lossy()))
             .unwrap_or_default();
-        let temp = tempfile::Builder::new()
-            .prefix(".gattn-tmp-")
-            .suffix(&suffix)
-            .tempfile_in(dir)
-            .map_err(OutputError::io(path))?;
+        let mut builder = tempfile::Builder::new();
+        builder.prefix(".gattn-tmp-").suffix(&suffix);
+        // A temporary file is private (0600) by default; the output gets the mode any new file
+        // gets (0666 less the umask), as with File::create.
+        #[cfg(unix)]
+        builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+        let temp = builder.tempfile_in(dir).map_err(OutputError::io(path))?;
         Ok(AtomicFile {
             path: path.to_path_buf(),
             existing,
@@ -210,6 +212,18 @@ mod tests {
         assert_eq!(std::fs::read(&path).unwrap(), b"new");
         // No temporary file is left behind.
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_output_has_the_mode_of_a_plainly_created_file() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let (plain, atomic) = (dir.path().join("plain"), dir.path().join("atomic"));
+        std::fs::write(&plain, b"x").unwrap();
+        write_atomic(&atomic, b"x", Existing::Refuse).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode();
+        assert_eq!(mode(&atomic), mode(&plain));
     }
 
     #[test]
