@@ -80,6 +80,7 @@ impl PredictionRecord {
         field(self.prompt_hash.as_bytes());
         field(&(self.prompt_tokens as u64).to_le_bytes());
         field(self.prediction.as_bytes());
+        field(&(self.references.len() as u64).to_le_bytes());
         for reference in &self.references {
             field(reference.as_bytes());
         }
