@@ -49,6 +49,7 @@ fn settings() -> RunSettings {
         chat: false,
         seed: 42,
         essays: "builtin".into(),
+        data_fingerprint: "builtin".into(),
         tasks: vec![TaskName::NiahSingle1, TaskName::Vt],
         lengths: vec![4096, 8192],
         samples: 2,

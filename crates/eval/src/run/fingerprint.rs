@@ -1,5 +1,5 @@
-//! The model fingerprint in `run.json`: two runs whose checkpoints differ must not be resumed
-//! into one directory or merged, even when the directories have the same name.
+//! The fingerprints in `run.json`: two runs whose checkpoints or data files differ must not be
+//! resumed into one directory or merged, even when the paths are the same.
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
@@ -48,8 +48,40 @@ pub fn model_fingerprint(dir: &Path) -> Result<String, RunError> {
         hash.update(name.to_string_lossy().as_bytes());
         sample_file(&path, &mut hash).map_err(RunError::io(path))?;
     }
-    let digest = hash.finalize();
-    Ok(digest[..16].iter().map(|b| format!("{b:02x}")).collect())
+    Ok(hex16(&hash.finalize()))
+}
+
+/// SHA-256 (hex, first 16 bytes) of the data files given (`--essays DIR`, `--squad FILE`,
+/// `--hotpotqa FILE`), whole: their text is what the samples are made of. `builtin` if none.
+pub fn data_fingerprint(paths: &[(&str, Option<&Path>)]) -> Result<String, RunError> {
+    if paths.iter().all(|(_, p)| p.is_none()) {
+        return Ok("builtin".into());
+    }
+    let mut hash = Sha256::new();
+    for (flag, path) in paths {
+        let Some(path) = path else { continue };
+        hash.update(flag.as_bytes());
+        let mut files = vec![path.to_path_buf()];
+        if path.is_dir() {
+            files = std::fs::read_dir(path)
+                .map_err(RunError::io(*path))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.is_file())
+                .collect();
+            files.sort();
+        }
+        for file in files {
+            let bytes = std::fs::read(&file).map_err(RunError::io(&file))?;
+            hash.update(file.file_name().unwrap_or_default().as_encoded_bytes());
+            hash.update((bytes.len() as u64).to_le_bytes());
+            hash.update(&bytes);
+        }
+    }
+    Ok(hex16(&hash.finalize()))
+}
+
+fn hex16(digest: &[u8]) -> String {
+    digest[..16].iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn sample_file(path: &Path, hash: &mut Sha256) -> std::io::Result<()> {
@@ -89,5 +121,17 @@ mod tests {
         assert_ne!(second, first);
         std::fs::write(dir.path().join("config.json"), b"{ }").unwrap();
         assert_ne!(model_fingerprint(dir.path()).unwrap(), second);
+    }
+
+    #[test]
+    fn a_changed_data_file_changes_the_data_fingerprint() {
+        let dir = tempfile::tempdir().unwrap();
+        let squad = dir.path().join("squad.json");
+        std::fs::write(&squad, b"[1]").unwrap();
+        let of = |p: Option<&Path>| data_fingerprint(&[("--essays", None), ("--squad", p)]);
+        assert_eq!(of(None).unwrap(), "builtin");
+        let first = of(Some(&squad)).unwrap();
+        std::fs::write(&squad, b"[2]").unwrap();
+        assert_ne!(of(Some(&squad)).unwrap(), first);
     }
 }

@@ -20,7 +20,7 @@ use crate::run::chat::ChatTemplate;
 use crate::run::context::check_lengths;
 use crate::run::counter::TokenizerCounter;
 use crate::run::error::RunError;
-use crate::run::fingerprint::model_fingerprint;
+use crate::run::fingerprint::{data_fingerprint, model_fingerprint};
 use crate::run::lock::RunLock;
 use crate::run::plan::{Shard, WorkItem};
 use crate::run::progress::Progress;
@@ -227,6 +227,11 @@ pub fn run_ruler(options: &RunOptions) -> Result<RunOutcome, RunError> {
         chat: options.chat,
         seed: options.seed,
         essays: corpus.essay_source.clone(),
+        data_fingerprint: data_fingerprint(&[
+            ("--essays", options.essays.as_deref()),
+            ("--squad", options.squad.as_deref()),
+            ("--hotpotqa", options.hotpotqa.as_deref()),
+        ])?,
         tasks,
         lengths,
         samples: options.samples,

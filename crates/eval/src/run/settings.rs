@@ -27,6 +27,8 @@ pub struct RunSettings {
     pub seed: u64,
     /// Where the essay haystack came from (the builtin substitute or `--essays DIR`).
     pub essays: String,
+    /// SHA-256 of the `--essays`, `--squad` and `--hotpotqa` files (`builtin` without them).
+    pub data_fingerprint: String,
     /// The plan: tasks evaluated (QA tasks without their dataset left out), sorted lengths,
     /// samples per cell, and this directory's shard.
     pub tasks: Vec<TaskName>,
@@ -43,8 +45,9 @@ pub struct RunSettings {
 }
 
 /// Fields an older `run.json` lacks: such a run cannot be resumed or merged safely.
-const REQUIRED_FIELDS: [&str; 8] = [
+const REQUIRED_FIELDS: [&str; 9] = [
     "model_fingerprint",
+    "data_fingerprint",
     "kv",
     "tasks",
     "lengths",
@@ -110,7 +113,7 @@ impl RunSettings {
     }
 
     /// Every compared setting as (flag, value): what must agree for predictions to mix.
-    fn compared(&self) -> [(&'static str, String); 11] {
+    fn compared(&self) -> [(&'static str, String); 12] {
         let tasks: Vec<String> = self.tasks.iter().map(|t| t.to_string()).collect();
         let lengths: Vec<String> = self.lengths.iter().map(|l| l.to_string()).collect();
         [
@@ -126,6 +129,10 @@ impl RunSettings {
             ("--chat", self.chat.to_string()),
             ("--seed", self.seed.to_string()),
             ("--essays", self.essays.clone()),
+            (
+                "data (--essays, --squad, --hotpotqa fingerprint)",
+                self.data_fingerprint.clone(),
+            ),
             ("--tasks", tasks.join(",")),
             ("--lengths", lengths.join(",")),
             ("--samples", self.samples.to_string()),
@@ -186,6 +193,7 @@ mod tests {
             chat: false,
             seed: 42,
             essays: "builtin".into(),
+            data_fingerprint: "builtin".into(),
             tasks: vec![TaskName::NiahSingle1],
             lengths: vec![1024],
             samples: 2,
