@@ -8,9 +8,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{expect_exit, gattn_cpu_with_cache};
+use support::expect_exit;
 
 mod support;
+
+/// Every command here ends well within this on a loaded 2-core machine (debug build).
+const TIME_BOUND: Duration = Duration::from_secs(60);
 
 /// A temporary root holding the builtin-model cache and the test's files.
 struct Scratch {
@@ -28,8 +31,33 @@ impl Scratch {
         self.root.path().join(name)
     }
 
+    /// Runs the binary; fails the test if it takes longer than [`TIME_BOUND`] (a hang).
     fn run(&self, args: &[&str]) -> Output {
-        gattn_cpu_with_cache(&self.path("cache"), args)
+        let (out, err) = (self.path("stdout"), self.path("stderr"));
+        let mut child = Command::new(env!("CARGO_BIN_EXE_gattn-cpu"))
+            .args(args)
+            .env("GATTN_CACHE_DIR", self.path("cache"))
+            .stdout(std::fs::File::create(&out).unwrap())
+            .stderr(std::fs::File::create(&err).unwrap())
+            .spawn()
+            .unwrap();
+        let start = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if start.elapsed() > TIME_BOUND {
+                child.kill().unwrap();
+                child.wait().unwrap();
+                panic!("{args:?} ran over {TIME_BOUND:?}");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        Output {
+            status,
+            stdout: std::fs::read(&out).unwrap(),
+            stderr: std::fs::read(&err).unwrap(),
+        }
     }
 
     /// A tiny random checkpoint at `name`.
