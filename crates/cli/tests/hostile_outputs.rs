@@ -162,6 +162,19 @@ fn no_command_overwrites_without_force() {
     // init onto an existing checkpoint.
     let init = ["init", "--preset", "tiny", "--seed", "4", "-o", s(&model)];
     refused_then_forced(&scratch, &init, &model);
+    // Even with --force, a shard that the new checkpoint would not replace is refused.
+    let shard = model.join("model-00001-of-00002.safetensors");
+    std::fs::write(&shard, b"an older sharded checkpoint").unwrap();
+    let before = snapshot(&model);
+    let o = scratch.run(&[&init[..], &["--force"]].concat());
+    expect_exit(&o, 1);
+    assert!(
+        stderr(&o).contains("model-00001-of-00002.safetensors"),
+        "{}",
+        stderr(&o)
+    );
+    assert_unchanged(&before, &model, "init --force over a sharded checkpoint");
+    std::fs::remove_file(&shard).unwrap();
 
     // logits onto the checkpoint's own weights file.
     let weights = model.join("model.safetensors");

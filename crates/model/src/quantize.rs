@@ -14,9 +14,9 @@ use gattn_tensor::{Checkpoint, DType};
 use crate::config::{QUANTIZATION_KEY, Qwen3Config};
 use crate::error::{ModelError, Result};
 use crate::init::safetensors_writer::{TensorSpec, write_safetensors};
-use crate::init::{tensor_specs, write_json};
+use crate::init::{prepare_checkpoint_dir, tensor_specs, write_json};
 use crate::model::check_gate_matches_q_proj;
-use crate::output::{Existing, prepare_dir, write_atomic};
+use crate::output::{Existing, write_atomic};
 use crate::q8_checkpoint::{self, PACKED_SUFFIX, SCALES_SUFFIX};
 use crate::weights::{WeightData, WeightFormat, load_matrix};
 
@@ -78,7 +78,7 @@ pub fn quantize_checkpoint_with(
     let checkpoint = Checkpoint::open_dir(src)?;
     check_gate_matches_q_proj(&config, &checkpoint, false)?;
     let (specs, sources) = output_tensors(&config, &checkpoint)?;
-    prepare_dir(out, existing)?;
+    prepare_checkpoint_dir(out, existing)?;
 
     let mut config_json = read_json(&config_path)?;
     if let Value::Object(object) = &mut config_json {

@@ -137,7 +137,7 @@ pub fn write_random_checkpoint_with(
             byte_tokenizer::VOCAB_SIZE
         )));
     }
-    prepare_dir(dir, existing)?;
+    prepare_checkpoint_dir(dir, existing)?;
     write_json(&dir.join("config.json"), &hf_config_json(config, dtype))?;
     write_json(
         &dir.join("tokenizer.json"),
@@ -196,6 +196,28 @@ fn encode(values: &[f32], dtype: DType, bytes: &mut Vec<u8>) {
             .for_each(|v| bytes.extend_from_slice(&f16::from_f32(*v).to_le_bytes())),
         DType::I8 | DType::U8 => unreachable!("checked by write_random_checkpoint"),
     }
+}
+
+/// Creates the output directory of a checkpoint writer (new or empty unless `Replace`). Weight
+/// files that the single `model.safetensors` written next would not replace (shards, an
+/// index) are refused even with `Replace`: the directory would hold two checkpoints.
+pub(crate) fn prepare_checkpoint_dir(dir: &Path, existing: Existing) -> Result<()> {
+    prepare_dir(dir, existing)?;
+    let entries = std::fs::read_dir(dir).map_err(|source| ModelError::Io {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    for entry in entries.filter_map(|e| e.ok()) {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.contains(".safetensors") && name != gattn_tensor::checkpoint::SINGLE_FILE {
+            return Err(ModelError::InvalidArgument(format!(
+                "{}: holds {name}, which this checkpoint would not replace (the directory would \
+                 hold two checkpoints); remove it or give another directory",
+                dir.display()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Writes `value` atomically, replacing `path`: callers check the directory first.
