@@ -60,5 +60,6 @@ for model in "${models[@]}"; do
     runs+=("$out/$name")
 done
 
-"${gattn[@]}" ruler compare "${runs[@]}" --out "$out/compare"
+# The comparison is this script's own output: a rerun replaces it.
+"${gattn[@]}" ruler compare "${runs[@]}" --out "$out/compare" --force
 cat "$out/compare/compare.md"

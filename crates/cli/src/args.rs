@@ -104,6 +104,9 @@ pub struct QuantizeArgs {
     /// Output directory (created; must not exist or be empty)
     #[arg(short = 'o', long)]
     pub out: PathBuf,
+    /// Replace existing output files (without it, a command never overwrites a file)
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// `-m/--model`: a checkpoint directory or `builtin:baseline|headwise|elementwise`.
@@ -226,6 +229,9 @@ pub struct LogitsArgs {
     /// Output .npy file: little-endian f32, shape [tokens, vocab_size]
     #[arg(short = 'o', long)]
     pub out: PathBuf,
+    /// Replace existing output files (without it, a command never overwrites a file)
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Args)]
@@ -241,9 +247,12 @@ pub struct InitArgs {
     /// Weight dtype in the safetensors file
     #[arg(long, value_enum, default_value_t = DtypeArg::Bf16)]
     pub dtype: DtypeArg,
-    /// Output directory (created)
+    /// Output directory (created; must not exist or be empty)
     #[arg(short = 'o', long)]
     pub out: PathBuf,
+    /// Replace existing output files (without it, a command never overwrites a file)
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Args)]

@@ -1,11 +1,13 @@
 //! Writes a little-endian f32 `.npy` (format 1.0): magic, header dict padded to 64 bytes, data.
 
-use std::io::Write;
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
+use gattn_model::Existing;
+use gattn_model::output::write_atomic;
 
-pub fn write_f32(path: &Path, shape: &[usize], values: &[f32]) -> Result<()> {
+/// Written atomically; an existing `path` is replaced only with `Existing::Replace`.
+pub fn write_f32(path: &Path, shape: &[usize], values: &[f32], existing: Existing) -> Result<()> {
     assert_eq!(shape.iter().product::<usize>(), values.len());
     let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
     let shape_text = if dims.len() == 1 {
@@ -26,8 +28,5 @@ pub fn write_f32(path: &Path, shape: &[usize], values: &[f32]) -> Result<()> {
     values
         .iter()
         .for_each(|v| bytes.extend_from_slice(&v.to_le_bytes()));
-    let mut file =
-        std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
-    file.write_all(&bytes)
-        .with_context(|| format!("cannot write {}", path.display()))
+    Ok(write_atomic(path, &bytes, existing)?)
 }

@@ -75,6 +75,8 @@ fn f32_perplexity_equals_exp_mean_nll_from_logits() {
                     &ids.join(","),
                     "--out",
                     npy.to_str().unwrap(),
+                    // One file rewritten per window.
+                    "--force",
                 ],
             ),
             0,

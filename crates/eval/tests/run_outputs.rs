@@ -1,14 +1,15 @@
 //! The runner's files from hand-made predictions: tables, the chart PNG, tolerant reading,
-//! merge and compare. No model needed.
+//! self-checking records, merge (complete, partial, refused) and compare. No model needed.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use gattn_eval::TaskName;
 use gattn_eval::run::{
-    CHART_SIZE, LabelledRun, PREDICTIONS_FILE, PredictionRecord, PredictionsWriter, RunError,
-    RunSettings, Timings, compare_runs, merge_runs, read_predictions, score_table, summary_csv,
-    write_predictions, write_reports,
+    CHART_SIZE, LabelledRun, MergeOptions, MergeOutcome, PREDICTIONS_FILE, PredictionRecord,
+    PredictionsWriter, RunError, RunSettings, Timings, compare_runs, load_run, merge_runs,
+    read_predictions, score_table, summary_csv, write_predictions, write_reports,
 };
+use gattn_model::Existing;
 
 fn record(
     task: TaskName,
@@ -33,17 +34,28 @@ fn record(
         generated_tokens: 3,
         stop: "eos".into(),
         timings: Timings::default(),
+        digest: String::new(),
     }
+    .sealed()
 }
 
 fn settings() -> RunSettings {
     RunSettings {
         model: "m".into(),
         weights: "f32".into(),
+        model_fingerprint: "f00d".into(),
+        kv: "f32".into(),
         rope_scaling: None,
         chat: false,
         seed: 42,
         essays: "builtin".into(),
+        data_fingerprint: "builtin".into(),
+        tasks: vec![TaskName::NiahSingle1, TaskName::Vt],
+        lengths: vec![4096, 8192],
+        samples: 2,
+        shard: "0/1".into(),
+        kernels: "scalar".into(),
+        missing: Vec::new(),
     }
 }
 
@@ -98,16 +110,20 @@ fn reports_and_a_decodable_chart() {
 }
 
 fn write_run(dir: &Path, records: &[PredictionRecord]) {
+    write_run_with(dir, &settings(), records);
+}
+
+fn write_run_with(dir: &Path, settings: &RunSettings, records: &[PredictionRecord]) {
     std::fs::create_dir_all(dir).unwrap();
-    settings().write(dir).unwrap();
-    write_predictions(&dir.join(PREDICTIONS_FILE), records).unwrap();
+    settings.write(dir).unwrap();
+    write_predictions(&dir.join(PREDICTIONS_FILE), records, Existing::Replace).unwrap();
 }
 
 #[test]
 fn truncated_tail_is_dropped_and_a_bad_middle_line_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join(PREDICTIONS_FILE);
-    write_predictions(&path, &records()[..2]).unwrap();
+    write_predictions(&path, &records()[..2], Existing::Refuse).unwrap();
     let mut text = std::fs::read_to_string(&path).unwrap();
     text.push_str("{\"task\":\"vt\",\"len");
     std::fs::write(&path, &text).unwrap();
@@ -133,48 +149,218 @@ fn truncated_tail_is_dropped_and_a_bad_middle_line_is_an_error() {
 }
 
 #[test]
-fn merge_of_shards_equals_the_whole_and_checks_consistency() {
-    let tmp = tempfile::tempdir().unwrap();
-    let all = records();
-    let (whole, a, b) = (
-        tmp.path().join("whole"),
-        tmp.path().join("a"),
-        tmp.path().join("b"),
-    );
-    write_run(&whole, &all);
-    write_reports(&whole, &settings(), &all).unwrap();
-    write_run(&a, &[all[0].clone(), all[2].clone()]);
-    // b overlaps a on one identical sample.
-    write_run(&b, &[all[1].clone(), all[3].clone(), all[2].clone()]);
-    let out = tmp.path().join("merged");
-    let outcome = merge_runs(&[a.clone(), b.clone()], &out).unwrap();
-    assert_eq!((outcome.samples, outcome.duplicates), (4, 1));
-    let read = |d: &Path, f: &str| std::fs::read_to_string(d.join(f)).unwrap();
-    assert_eq!(read(&out, "summary.csv"), read(&whole, "summary.csv"));
-    assert_eq!(read(&out, "results.md"), read(&whole, "results.md"));
-
-    // The same sample with another prompt cannot be merged.
-    let mut changed = all[2].clone();
-    changed.prompt_hash = "different".into();
-    let c = tmp.path().join("c");
-    write_run(&c, &[changed]);
-    let err = merge_runs(&[a.clone(), c], &tmp.path().join("bad")).unwrap_err();
-    assert!(err.to_string().contains("different prompt"), "{err}");
-
-    // Nor runs with other settings.
-    let d = tmp.path().join("d");
-    write_run(&d, &all[..1]);
-    RunSettings {
-        seed: 7,
-        ..settings()
+fn a_record_edited_by_hand_is_an_error_naming_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(PREDICTIONS_FILE);
+    write_predictions(&path, &records(), Existing::Refuse).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[1].contains("\"score\":0.0"), "{}", lines[1]);
+    let edits = [
+        (
+            lines[1].replace("\"score\":0.0", "\"score\":7.5"),
+            "score 7.5",
+        ),
+        (lines[1].replace("7654321", "1111111"), "digest"),
+        (lines[1].replace("\"seed\":42", "\"seed\":43"), "digest"),
+    ];
+    for (edited, expected) in edits {
+        let mut changed = lines.clone();
+        changed[1] = &edited;
+        std::fs::write(&path, changed.join("\n") + "\n").unwrap();
+        match read_predictions(&path) {
+            Err(e @ RunError::BadRecord { line: 2, .. }) => {
+                let message = e.to_string();
+                assert!(message.contains(PREDICTIONS_FILE), "{message}");
+                assert!(message.contains(expected), "{message}");
+            }
+            other => panic!("expected a bad line 2, got {other:?}"),
+        }
     }
-    .write(&d)
-    .unwrap();
-    let err = merge_runs(&[a, d], &tmp.path().join("bad2")).unwrap_err();
+}
+
+/// Every sample of `settings()`'s plan, half of them right.
+fn sweep() -> Vec<PredictionRecord> {
+    settings()
+        .planned_sweep()
+        .into_iter()
+        .map(|i| {
+            let answer = if i.index == 0 { "1234567" } else { "0" };
+            record(i.task, i.length, i.index, answer, &["1234567"])
+        })
+        .collect()
+}
+
+/// Writes the records of shard `index` of `count` into `dir`.
+fn write_shard(dir: &Path, index: usize, count: usize) -> Vec<PredictionRecord> {
+    let shard = RunSettings {
+        shard: format!("{index}/{count}"),
+        ..settings()
+    };
+    let planned = shard.planned().unwrap();
+    let records: Vec<PredictionRecord> = sweep()
+        .into_iter()
+        .filter(|r| planned.contains(&r.item()))
+        .collect();
+    write_run_with(dir, &shard, &records);
+    records
+}
+
+fn merge(inputs: &[&Path], out: &Path, partial: bool) -> Result<MergeOutcome, RunError> {
+    let inputs: Vec<PathBuf> = inputs.iter().map(|p| p.to_path_buf()).collect();
+    let options = MergeOptions {
+        partial,
+        existing: Existing::Refuse,
+    };
+    merge_runs(&inputs, out, options)
+}
+
+#[test]
+fn merge_of_shards_equals_the_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = |name: &str| tmp.path().join(name);
+    let (whole, a, b) = (dir("whole"), dir("a"), dir("b"));
+    write_run(&whole, &sweep());
+    write_reports(&whole, &settings(), &sweep()).unwrap();
+    write_shard(&a, 0, 2);
+    write_shard(&b, 1, 2);
+    let outcome = merge(&[&b, &a], &dir("merged"), false).unwrap();
+    assert_eq!((outcome.samples, outcome.missing.len()), (8, 0));
+    let read = |d: &Path, f: &str| std::fs::read_to_string(d.join(f)).unwrap();
+    assert_eq!(
+        read(&dir("merged"), "summary.csv"),
+        read(&whole, "summary.csv")
+    );
+    assert_eq!(
+        read(&dir("merged"), "results.md"),
+        read(&whole, "results.md")
+    );
+    assert_eq!(
+        read(&dir("merged"), PREDICTIONS_FILE),
+        read(&whole, PREDICTIONS_FILE)
+    );
+
+    // An existing output is not written into without --force, and stays as it was.
+    let before = read(&dir("merged"), PREDICTIONS_FILE);
+    let err = merge(&[&a, &b], &dir("merged"), false).unwrap_err();
+    assert!(err.to_string().contains("is not empty"), "{err}");
+    assert!(err.to_string().contains("--force"), "{err}");
+    assert_eq!(read(&dir("merged"), PREDICTIONS_FILE), before);
+    let forced = MergeOptions {
+        partial: false,
+        existing: Existing::Replace,
+    };
+    merge_runs(&[a.clone(), b.clone()], &dir("merged"), forced).unwrap();
+}
+
+#[test]
+fn merge_refuses_missing_duplicated_and_mismatched_shards() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = |name: &str| tmp.path().join(name);
+    let (a, b, c) = (dir("a"), dir("b"), dir("c"));
+    write_shard(&a, 0, 3);
+    let b_records = write_shard(&b, 1, 3);
+    write_shard(&c, 2, 3);
+
+    let err = merge(&[&a, &c], &dir("out1"), false)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("missing shard 1/3"), "{err}");
+    assert!(err.contains("--partial"), "{err}");
+    assert!(!dir("out1").exists(), "a refused merge writes nothing");
+
+    let outcome = merge(&[&a, &c], &dir("partial"), true).unwrap();
+    assert_eq!(outcome.missing, vec!["shard 1/3".to_string()]);
+    assert_eq!(outcome.samples, 8 - b_records.len());
+    let md = std::fs::read_to_string(dir("partial").join("results.md")).unwrap();
+    assert!(md.contains("**Partial merge**: missing shard 1/3"), "{md}");
+    let saved = RunSettings::read(&dir("partial")).unwrap().unwrap();
+    assert_eq!(saved.missing, vec!["shard 1/3".to_string()]);
+    // A partial merge is not a shard to merge again.
+    let err = merge(&[&dir("partial")], &dir("out2"), false)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("partial merge"), "{err}");
+
+    let err = merge(&[&a, &b, &a, &c], &dir("out3"), false)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("shard 0/3 is given twice"), "{err}");
+
+    // A shard of another split.
+    let d = dir("d");
+    write_shard(&d, 1, 2);
+    let err = merge(&[&a, &d], &dir("out4"), true)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("is shard 1/2 but"), "{err}");
+
+    // An unfinished shard: its missing samples are named.
+    write_run_with(
+        &b,
+        &RunSettings {
+            shard: "1/3".into(),
+            ..settings()
+        },
+        &b_records[1..],
+    );
+    let err = merge(&[&a, &b, &c], &dir("out5"), false)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("shard 1/3"), "{err}");
     assert!(
-        err.to_string().contains("--seed is 42 here but 7 there"),
+        err.contains(&format!("1 of its {} samples", b_records.len())),
         "{err}"
     );
+
+    // Other settings: the field and both values.
+    let e = dir("e");
+    write_run_with(
+        &e,
+        &RunSettings {
+            kv: "int8".into(),
+            shard: "1/3".into(),
+            ..settings()
+        },
+        &[],
+    );
+    let err = merge(&[&a, &e, &c], &dir("out6"), true)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("--kv is f32 here but int8 there"), "{err}");
+}
+
+#[test]
+fn a_record_from_outside_the_plan_or_twice_is_refused_on_load() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = tmp.path().join("a");
+    let mut records = sweep();
+    records.push(records[0].clone());
+    write_run(&a, &records);
+    let err = load_run(&a).unwrap_err().to_string();
+    assert!(
+        err.contains("line 2: niah_single_1 length 4096 sample 0 is already on line 1"),
+        "{err}"
+    );
+    write_run(&a, &[record(TaskName::Vt, 4096, 5, "x", &["x"])]);
+    let err = load_run(&a).unwrap_err().to_string();
+    assert!(
+        err.contains("line 1: vt length 4096 sample 5 is not in this run's plan"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_old_run_json_is_refused_naming_what_it_lacks() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(
+        tmp.path().join("run.json"),
+        r#"{"model":"m","weights":"f32","rope_scaling":null,"chat":false,"seed":42,"essays":"builtin"}"#,
+    )
+    .unwrap();
+    let err = RunSettings::read(tmp.path()).unwrap_err().to_string();
+    assert!(err.contains("has no `model_fingerprint`"), "{err}");
+    assert!(err.contains("older gattn-cpu"), "{err}");
 }
 
 #[test]
@@ -194,7 +380,7 @@ fn compare_tables_every_run() {
             dir: y,
         },
     ];
-    compare_runs(&runs, &out).unwrap();
+    compare_runs(&runs, &out, Existing::Refuse).unwrap();
     let md = std::fs::read_to_string(out.join("compare.md")).unwrap();
     assert!(md.contains("| baseline | 50.00 | 0.00 |"), "{md}");
     assert!(md.contains("| gated | 50.00 | - |"), "{md}");
@@ -202,4 +388,43 @@ fn compare_tables_every_run() {
     let csv = std::fs::read_to_string(out.join("compare.csv")).unwrap();
     assert!(csv.contains("gated,average,4096,50.00,3\n"), "{csv}");
     assert!(out.join("compare.png").exists());
+
+    // Again into the same directory: refused, files unchanged; with Replace it is rewritten.
+    let before = std::fs::read(out.join("compare.md")).unwrap();
+    let err = compare_runs(&runs, &out, Existing::Refuse).unwrap_err();
+    assert!(
+        err.to_string().contains("compare.csv exists; pass --force"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(out.join("compare.md")).unwrap(), before);
+    compare_runs(&runs, &out, Existing::Replace).unwrap();
+}
+
+#[test]
+fn hostile_labels_keep_the_tables_well_formed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let x = tmp.path().join("x");
+    write_run(&x, &records());
+    let label = "a|b,\"c\"\nd `e` *f*";
+    let runs = [LabelledRun {
+        label: label.into(),
+        dir: x,
+    }];
+    let out = tmp.path().join("cmp");
+    compare_runs(&runs, &out, Existing::Refuse).unwrap();
+    let csv_text = std::fs::read_to_string(out.join("compare.csv")).unwrap();
+    let mut reader = csv::Reader::from_reader(csv_text.as_bytes());
+    let rows: Vec<csv::StringRecord> = reader.records().map(|r| r.unwrap()).collect();
+    assert!(!rows.is_empty());
+    for row in &rows {
+        assert_eq!(row.len(), 5, "{csv_text}");
+        assert_eq!(&row[0], label);
+    }
+    let md = std::fs::read_to_string(out.join("compare.md")).unwrap();
+    for line in md.lines().filter(|l| l.starts_with('|')) {
+        // Every table row has the header's cells: unescaped pipes only as separators.
+        let separators = line.matches('|').count() - line.matches("\\|").count();
+        assert_eq!(separators, 4, "{line}\n{md}");
+    }
+    assert!(md.contains("a\\|b,\"c\"<br>d \\`e\\` \\*f\\*"), "{md}");
 }

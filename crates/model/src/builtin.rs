@@ -13,6 +13,7 @@ use std::str::FromStr;
 use sha2::{Digest, Sha256};
 
 use crate::error::{ModelError, Result};
+use crate::output::{Existing, write_atomic};
 
 /// A checkpoint shipped inside the binary, named `builtin:NAME` on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -196,21 +197,10 @@ fn is_intact(path: &Path, len: usize, digest: &[u8; 32]) -> bool {
     }
 }
 
-/// Writes beside `path` under a name unique to this process, then renames: readers (and other
-/// processes materializing the same model) never see a partial file.
+/// Readers (and other processes materializing the same model) never see a partial file; the
+/// cache's own files are replaced (a damaged one is rewritten).
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(format!(".tmp-{}", std::process::id()));
-    let tmp = PathBuf::from(tmp);
-    let error = |source| ModelError::Write {
-        path: path.to_path_buf(),
-        source,
-    };
-    std::fs::write(&tmp, bytes).map_err(error)?;
-    std::fs::rename(&tmp, path).map_err(|source| {
-        let _ = std::fs::remove_file(&tmp);
-        error(source)
-    })
+    Ok(write_atomic(path, bytes, Existing::Replace)?)
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -18,6 +18,8 @@ pub enum ModelError {
         #[source]
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Output(#[from] crate::output::OutputError),
     #[error("`builtin:{name}` is not a builtin model: the builtin models are {valid}")]
     UnknownBuiltin { name: String, valid: String },
     #[error(

@@ -14,8 +14,9 @@ use gattn_tensor::{Checkpoint, DType};
 use crate::config::{QUANTIZATION_KEY, Qwen3Config};
 use crate::error::{ModelError, Result};
 use crate::init::safetensors_writer::{TensorSpec, write_safetensors};
-use crate::init::{tensor_specs, write_json};
+use crate::init::{prepare_checkpoint_dir, tensor_specs, write_json};
 use crate::model::check_gate_matches_q_proj;
+use crate::output::{Existing, write_atomic};
 use crate::q8_checkpoint::{self, PACKED_SUFFIX, SCALES_SUFFIX};
 use crate::weights::{WeightData, WeightFormat, load_matrix};
 
@@ -55,6 +56,16 @@ enum Source {
 /// empty): config.json with `gattn_quantization` added, the tokenizer and generation files
 /// copied, one `model.safetensors`.
 pub fn quantize_checkpoint(src: &Path, out: &Path) -> Result<QuantizeSummary> {
+    quantize_checkpoint_with(src, out, Existing::Refuse)
+}
+
+/// [`quantize_checkpoint`] into a directory that may hold files already when `existing` is
+/// `Replace` (`quantize --force`); every file is written atomically either way.
+pub fn quantize_checkpoint_with(
+    src: &Path,
+    out: &Path,
+    existing: Existing,
+) -> Result<QuantizeSummary> {
     let config_path = src.join("config.json");
     let config = Qwen3Config::from_json_file(&config_path)?;
     if config.quantized_int8 {
@@ -67,7 +78,7 @@ pub fn quantize_checkpoint(src: &Path, out: &Path) -> Result<QuantizeSummary> {
     let checkpoint = Checkpoint::open_dir(src)?;
     check_gate_matches_q_proj(&config, &checkpoint, false)?;
     let (specs, sources) = output_tensors(&config, &checkpoint)?;
-    create_empty_dir(out)?;
+    prepare_checkpoint_dir(out, existing)?;
 
     let mut config_json = read_json(&config_path)?;
     if let Value::Object(object) = &mut config_json {
@@ -80,10 +91,11 @@ pub fn quantize_checkpoint(src: &Path, out: &Path) -> Result<QuantizeSummary> {
     for name in COPIED_FILES {
         let from = src.join(name);
         if from.exists() {
-            std::fs::copy(&from, out.join(name)).map_err(|source| ModelError::Io {
+            let bytes = std::fs::read(&from).map_err(|source| ModelError::Io {
                 path: from.clone(),
                 source,
             })?;
+            write_atomic(&out.join(name), &bytes, Existing::Replace)?;
         }
     }
 
@@ -189,23 +201,6 @@ fn output_tensors(
         specs.push(spec);
     }
     Ok((specs, sources))
-}
-
-fn create_empty_dir(dir: &Path) -> Result<()> {
-    let io_error = |source| ModelError::Io {
-        path: dir.to_path_buf(),
-        source,
-    };
-    if dir.exists() {
-        let mut entries = std::fs::read_dir(dir).map_err(io_error)?;
-        if entries.next().is_some() {
-            return Err(ModelError::InvalidArgument(format!(
-                "{}: the output directory exists and is not empty; give a new one",
-                dir.display()
-            )));
-        }
-    }
-    std::fs::create_dir_all(dir).map_err(io_error)
 }
 
 fn read_json(path: &Path) -> Result<Value> {

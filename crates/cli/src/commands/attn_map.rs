@@ -11,7 +11,8 @@ use gattn_eval::analysis::{
     ColourScale, ModelMaps, head_averaged_maps, parse_layers, token_labels, write_combined_figure,
     write_model_figure,
 };
-use gattn_model::{Backend, ModelSource};
+use gattn_model::output::refuse_existing;
+use gattn_model::{Backend, Existing, ModelSource};
 
 use crate::args::{ModelsArgs, PromptArgs};
 use crate::commands::{init_threads, load_model_on, load_tokenizer, model_dir, prompt_ids};
@@ -32,6 +33,9 @@ pub struct AttnMapArgs {
     /// Output directory (created): attn-map-NAME.png, NAME-layerK.npy, attn-map-combined.png
     #[arg(short = 'o', long)]
     pub out: PathBuf,
+    /// Replace files of an earlier attn-map in --out (without it, existing files are refused)
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -49,6 +53,12 @@ pub fn run(args: AttnMapArgs) -> Result<()> {
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("cannot create {}", args.out.display()))?;
     let names = file_names(&args.models.models);
+    // The figures' names are known now (the .npy names once the layers are): refuse early.
+    let existing = Existing::from_force(args.force);
+    for name in &names {
+        refuse_existing(&args.out.join(format!("attn-map-{name}.png")), existing)?;
+    }
+    refuse_existing(&args.out.join("attn-map-combined.png"), existing)?;
     let mut all = Vec::new();
     for (source, name) in args.models.models.iter().zip(&names) {
         let dir = model_dir(source)?;
@@ -67,7 +77,7 @@ pub fn run(args: AttnMapArgs) -> Result<()> {
         };
         for map in &maps {
             let path = args.out.join(format!("{name}-layer{}.npy", map.layer + 1));
-            npy::write_f32(&path, &[map.tokens, map.tokens], &map.probs)?;
+            npy::write_f32(&path, &[map.tokens, map.tokens], &map.probs, existing)?;
         }
         let model_maps = ModelMaps {
             label: source.to_string(),
@@ -75,7 +85,7 @@ pub fn run(args: AttnMapArgs) -> Result<()> {
             maps,
         };
         let figure = args.out.join(format!("attn-map-{name}.png"));
-        write_model_figure(&figure, &model_maps, scale)?;
+        write_model_figure(&figure, &model_maps, scale, existing)?;
         eprintln!(
             "{source}: {} tokens, wrote {}",
             tokens.len(),
@@ -88,7 +98,7 @@ pub fn run(args: AttnMapArgs) -> Result<()> {
             bail!("the models give different numbers of layers: no combined figure");
         }
         let figure = args.out.join("attn-map-combined.png");
-        write_combined_figure(&figure, &all, scale)?;
+        write_combined_figure(&figure, &all, scale, existing)?;
         eprintln!("wrote {}", figure.display());
     }
     Ok(())

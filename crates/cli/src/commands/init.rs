@@ -2,8 +2,8 @@
 
 use anyhow::{Context, Result};
 
-use gattn_model::GateMode;
-use gattn_model::init::{Preset, write_random_checkpoint};
+use gattn_model::init::{Preset, write_random_checkpoint_with};
+use gattn_model::{Existing, GateMode};
 use gattn_tensor::DType;
 
 use crate::args::{DtypeArg, GateArg, InitArgs, PresetArg};
@@ -26,8 +26,14 @@ pub fn run(args: InitArgs) -> Result<()> {
         DtypeArg::F32 => DType::F32,
     };
     let config = preset.config(gate);
-    write_random_checkpoint(&args.out, &config, dtype, args.seed)
-        .with_context(|| format!("cannot write the checkpoint to {}", args.out.display()))?;
+    write_random_checkpoint_with(
+        &args.out,
+        &config,
+        dtype,
+        args.seed,
+        Existing::from_force(args.force),
+    )
+    .with_context(|| format!("cannot write the checkpoint to {}", args.out.display()))?;
     eprintln!(
         "wrote a random {} checkpoint ({} gate, {dtype}, {:.1} M parameters) to {}",
         preset.name(),

@@ -2,18 +2,22 @@
 
 use anyhow::Result;
 
-use gattn_model::LogitsFor;
+use gattn_model::output::refuse_existing;
+use gattn_model::{Existing, LogitsFor};
 
 use crate::args::LogitsArgs;
 use crate::commands::{load_model, model_dir};
 use crate::npy;
 
 pub fn run(args: LogitsArgs) -> Result<()> {
+    // Refused before the forward pass, and again (atomically) when the file is written.
+    let existing = Existing::from_force(args.force);
+    refuse_existing(&args.out, existing)?;
     let model = load_model(&args.model, &model_dir(&args.model.model)?)?;
     let mut cache = model.new_cache(args.prompt_ids.len());
     let logits = model.forward(&args.prompt_ids, &mut cache, LogitsFor::All)?;
     let shape = [args.prompt_ids.len(), model.config.vocab_size];
-    npy::write_f32(&args.out, &shape, &logits)?;
+    npy::write_f32(&args.out, &shape, &logits, existing)?;
     eprintln!(
         "wrote {} ({} x {} f32)",
         args.out.display(),

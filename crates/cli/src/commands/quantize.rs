@@ -4,19 +4,22 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 
-use gattn_model::quantize::quantize_checkpoint;
+use gattn_model::Existing;
+use gattn_model::quantize::quantize_checkpoint_with;
 
 use crate::args::QuantizeArgs;
 
 pub fn run(args: QuantizeArgs) -> Result<()> {
     let start = Instant::now();
-    let summary = quantize_checkpoint(&args.model, &args.out).with_context(|| {
-        format!(
-            "cannot quantize {} into {}",
-            args.model.display(),
-            args.out.display()
-        )
-    })?;
+    let summary =
+        quantize_checkpoint_with(&args.model, &args.out, Existing::from_force(args.force))
+            .with_context(|| {
+                format!(
+                    "cannot quantize {} into {}",
+                    args.model.display(),
+                    args.out.display()
+                )
+            })?;
     eprintln!(
         "wrote {} ({} int8 matrices, {} tensors copied, {:.2} GB) in {:.1} s",
         args.out.display(),

@@ -8,14 +8,14 @@ use clap::{Args, Subcommand};
 
 use gattn_eval::TaskName;
 use gattn_eval::run::{
-    LabelledRun, RESULTS_FILE, RunOptions, Shard, compare_runs, default_label, length_label,
-    merge_runs, run_ruler,
+    LabelledRun, MergeOptions, RESULTS_FILE, RunOptions, Shard, compare_runs, default_label,
+    length_label, merge_runs, run_ruler,
 };
 use gattn_model::ModelSource;
 
 use crate::args::{KvArg, WeightsArg};
 use crate::commands::{init_threads, model_dir};
-use gattn_model::Backend;
+use gattn_model::{Backend, Existing};
 
 /// `gattn-cpu ruler [OPTIONS] --model DIR --out DIR`, or `gattn-cpu ruler merge|compare ...`.
 #[derive(Args)]
@@ -94,6 +94,9 @@ pub struct RulerRunArgs {
     /// Output directory (created; rerunning into it resumes)
     #[arg(short = 'o', long, required = true)]
     pub out: Option<PathBuf>,
+    /// Run into an --out that holds other files (without it, only a new, empty or run directory)
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Args)]
@@ -101,9 +104,15 @@ pub struct MergeArgs {
     /// Output directories of the shards
     #[arg(required = true)]
     pub dirs: Vec<PathBuf>,
-    /// Directory for the merged run
+    /// Directory for the merged run (new or empty)
     #[arg(short = 'o', long)]
     pub out: PathBuf,
+    /// Merge even if shards or samples are missing; the outputs list what is missing
+    #[arg(long)]
+    pub partial: bool,
+    /// Write into an --out that holds files already (e.g. replace an earlier merge)
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Args)]
@@ -117,6 +126,9 @@ pub struct CompareArgs {
     /// Directory for compare.csv, compare.md and compare.png
     #[arg(short = 'o', long)]
     pub out: PathBuf,
+    /// Replace an earlier comparison's files in --out
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// `4096`, `4K` / `4k` (x1024).
@@ -164,6 +176,7 @@ fn evaluate(args: RulerRunArgs) -> Result<()> {
         squad: args.squad.clone(),
         hotpotqa: args.hotpotqa.clone(),
         out: out.clone(),
+        force: args.force,
         progress: !args.no_progress,
     };
     let outcome = run_ruler(&options)?;
@@ -194,12 +207,21 @@ fn evaluate(args: RulerRunArgs) -> Result<()> {
 }
 
 fn merge(args: MergeArgs) -> Result<()> {
-    let outcome = merge_runs(&args.dirs, &args.out)?;
+    let options = MergeOptions {
+        partial: args.partial,
+        existing: Existing::from_force(args.force),
+    };
+    let outcome = merge_runs(&args.dirs, &args.out, options)?;
+    if !outcome.missing.is_empty() {
+        eprintln!(
+            "ruler merge: PARTIAL: missing {} (listed in run.json and results.md)",
+            outcome.missing.join("; ")
+        );
+    }
     eprintln!(
-        "ruler merge: {} samples from {} directories ({} duplicates dropped) into {}",
+        "ruler merge: {} samples from {} directories into {}",
         outcome.samples,
         args.dirs.len(),
-        outcome.duplicates,
         args.out.join(RESULTS_FILE).display()
     );
     Ok(())
@@ -223,7 +245,7 @@ fn compare(args: CompareArgs) -> Result<()> {
             dir: dir.clone(),
         })
         .collect();
-    compare_runs(&runs, &args.out)?;
+    compare_runs(&runs, &args.out, Existing::from_force(args.force))?;
     eprintln!(
         "ruler compare: {} runs into {}",
         runs.len(),

@@ -11,6 +11,8 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use crate::analysis::colour::{ColourScale, colour_at};
 use crate::analysis::{AnalysisError, LayerMap};
 use crate::font::{FONT_FAMILY, register_font};
+use gattn_model::ModelError;
+use gattn_model::output::{Existing, write_atomic_with};
 
 /// One model's maps and the token strings of its prompt.
 #[derive(Debug, Clone)]
@@ -62,6 +64,7 @@ pub fn write_model_figure(
     path: &Path,
     model: &ModelMaps,
     scale: ColourScale,
+    existing: Existing,
 ) -> Result<(), AnalysisError> {
     let (rows, cols) = model_grid(model.maps.len());
     let title = format!(
@@ -74,7 +77,9 @@ pub fn write_model_figure(
         .iter()
         .map(|m| (format!("layer {}", m.layer + 1), m, model.tokens.as_slice()))
         .collect();
-    draw_figure(path, &title, rows, cols, &panels, scale)
+    write_figure(path, existing, |file| {
+        draw_figure(file, &title, rows, cols, &panels, scale)
+    })
 }
 
 /// Several models side by side: row = model, column = layer (all models need the same layers).
@@ -82,6 +87,7 @@ pub fn write_combined_figure(
     path: &Path,
     models: &[ModelMaps],
     scale: ColourScale,
+    existing: Existing,
 ) -> Result<(), AnalysisError> {
     let layers = models.first().map_or(0, |m| m.maps.len());
     let panels: Vec<(String, &LayerMap, &[String])> = models
@@ -97,7 +103,26 @@ pub fn write_combined_figure(
         })
         .collect();
     let title = "attention probabilities, mean over heads".to_string();
-    draw_figure(path, &title, models.len(), layers, &panels, scale)
+    write_figure(path, existing, |file| {
+        draw_figure(file, &title, models.len(), layers, &panels, scale)
+    })
+}
+
+/// Draws into a temporary file renamed to `path` when done; errors name `path`.
+fn write_figure(
+    path: &Path,
+    existing: Existing,
+    draw: impl FnOnce(&Path) -> Result<(), AnalysisError>,
+) -> Result<(), AnalysisError> {
+    write_atomic_with(path, existing, draw)
+        .map_err(ModelError::from)?
+        .map_err(|e| match e {
+            AnalysisError::Figure { reason, .. } => AnalysisError::Figure {
+                path: path.to_path_buf(),
+                reason,
+            },
+            e => e,
+        })
 }
 
 fn draw_figure(

@@ -28,10 +28,11 @@
 //! allocation sized by the file.
 
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use gattn_model::Qwen3Config;
+use gattn_model::output::{AtomicFile, Existing, OutputError};
 use sha2::{Digest, Sha256};
 
 use super::PerplexityError;
@@ -178,13 +179,25 @@ pub struct PositionRecord {
     pub top: Vec<(u32, f32)>,
 }
 
+/// The shared writer's errors in this module's terms (`--force` named as before).
+fn output_error(path: &Path, error: OutputError) -> PerplexityError {
+    match error {
+        OutputError::Exists { .. } | OutputError::DirNotEmpty { .. } => PerplexityError::Exists {
+            path: path.to_path_buf(),
+        },
+        OutputError::Io { source, .. } => PerplexityError::Io {
+            action: "write",
+            path: path.to_path_buf(),
+            source,
+        },
+    }
+}
+
 /// Writes a saved-logits file to a temporary file beside `path`, renamed over it by
 /// [`finish`](Self::finish): a failed run leaves no partial file behind.
 pub struct LogitsFileWriter {
-    path: PathBuf,
-    force: bool,
     header: LogitsFileHeader,
-    out: BufWriter<tempfile::NamedTempFile>,
+    out: AtomicFile,
 }
 
 impl LogitsFileWriter {
@@ -194,29 +207,15 @@ impl LogitsFileWriter {
         header: LogitsFileHeader,
         force: bool,
     ) -> Result<LogitsFileWriter, PerplexityError> {
-        if !force && path.exists() {
-            return Err(PerplexityError::Exists {
+        let mut out = AtomicFile::create(path, Existing::from_force(force))
+            .map_err(|e| output_error(path, e))?;
+        out.write_all(&header.to_bytes())
+            .map_err(|source| PerplexityError::Io {
+                action: "write",
                 path: path.to_path_buf(),
-            });
-        }
-        let io = |source| PerplexityError::Io {
-            action: "write",
-            path: path.to_path_buf(),
-            source,
-        };
-        let dir = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
-        let temp = tempfile::Builder::new()
-            .prefix(".gattn-logits-")
-            .tempfile_in(dir)
-            .map_err(io)?;
-        let mut out = BufWriter::new(temp);
-        out.write_all(&header.to_bytes()).map_err(io)?;
+                source,
+            })?;
         Ok(LogitsFileWriter {
-            path: path.to_path_buf(),
-            force,
             header: LogitsFileHeader {
                 positions: 0,
                 ..header
@@ -252,41 +251,19 @@ impl LogitsFileWriter {
     /// Writes the final header and moves the file into place.
     pub fn finish(mut self) -> Result<LogitsFileHeader, PerplexityError> {
         let header = self.header.to_bytes();
-        self.out.flush().map_err(|e| self.io(e))?;
-        let mut temp = self.out.into_inner().map_err(|e| PerplexityError::Io {
-            action: "write",
-            path: self.path.clone(),
-            source: e.into_error(),
-        })?;
-        let io = |source| PerplexityError::Io {
-            action: "write",
-            path: self.path.clone(),
-            source,
-        };
-        temp.seek(SeekFrom::Start(0)).map_err(io)?;
-        temp.write_all(&header).map_err(io)?;
-        temp.as_file().sync_all().map_err(io)?;
-        let persisted = if self.force {
-            temp.persist(&self.path)
-        } else {
-            temp.persist_noclobber(&self.path)
-        };
-        persisted.map_err(|e| {
-            if e.error.kind() == std::io::ErrorKind::AlreadyExists {
-                PerplexityError::Exists {
-                    path: self.path.clone(),
-                }
-            } else {
-                io(e.error)
-            }
-        })?;
+        let path = self.out.path().to_path_buf();
+        let temp = self.out.temp_file().map_err(|e| output_error(&path, e))?;
+        temp.seek(SeekFrom::Start(0))
+            .and_then(|_| temp.write_all(&header))
+            .map_err(|e| self.io(e))?;
+        self.out.commit().map_err(|e| output_error(&path, e))?;
         Ok(self.header)
     }
 
     fn io(&self, source: std::io::Error) -> PerplexityError {
         PerplexityError::Io {
             action: "write",
-            path: self.path.clone(),
+            path: self.out.path().to_path_buf(),
             source,
         }
     }

@@ -10,6 +10,7 @@ use plotters::prelude::*;
 use crate::font::{FONT_FAMILY, register_font};
 use crate::run::error::RunError;
 use crate::run::report::length_label;
+use gattn_model::output::{Existing, write_atomic_with};
 
 /// Every chart has this size in pixels (width, height).
 pub const CHART_SIZE: (u32, u32) = (1100, 650);
@@ -26,10 +27,18 @@ pub struct Series {
 
 /// Draws `series` on one chart: lengths evenly spaced on the x axis (RULER's lengths double
 /// from one to the next), scores 0-100 on the y axis.
-pub fn write_line_chart(path: &Path, title: &str, series: &[Series]) -> Result<(), RunError> {
-    draw(path, title, series).map_err(|reason| RunError::Chart {
-        path: path.to_path_buf(),
-        reason,
+/// Written atomically (see `gattn_model::output`).
+pub fn write_line_chart(
+    path: &Path,
+    title: &str,
+    series: &[Series],
+    existing: Existing,
+) -> Result<(), RunError> {
+    write_atomic_with(path, existing, |file| draw(file, title, series))?.map_err(|reason| {
+        RunError::Chart {
+            path: path.to_path_buf(),
+            reason,
+        }
     })
 }
 

@@ -5,7 +5,11 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use crate::run::chart::{Series, write_line_chart};
+use gattn_model::Existing;
+use gattn_model::output::{refuse_existing, write_atomic};
+
 use crate::run::error::RunError;
+use crate::run::escape::{csv_text, markdown_text};
 use crate::run::merge::load_run;
 use crate::run::report::{length_label, score_table};
 use crate::score::ScoreTable;
@@ -28,11 +32,13 @@ pub fn default_label(dir: &Path) -> String {
         .unwrap_or_else(|| dir.display().to_string())
 }
 
-/// Reads every run, writes compare.csv, compare.md and compare.png into `out`, and returns
-/// the tables in the order given.
+/// Reads every run, writes compare.csv, compare.md and compare.png into `out` (each
+/// atomically; existing ones only replaced with `Existing::Replace`), and returns the tables
+/// in the order given.
 pub fn compare_runs(
     runs: &[LabelledRun],
     out: &Path,
+    existing: Existing,
 ) -> Result<Vec<(String, ScoreTable)>, RunError> {
     if runs.is_empty() {
         return Err(RunError::InvalidArgument(
@@ -50,11 +56,21 @@ pub fn compare_runs(
         }
         tables.push((run.label.clone(), score_table(&records)));
     }
+    // Refuse before writing any, so that a refusal changes nothing.
+    for name in [COMPARE_CSV, COMPARE_MD, COMPARE_CHART] {
+        refuse_existing(&out.join(name), existing)?;
+    }
     std::fs::create_dir_all(out).map_err(RunError::io(out))?;
-    let csv = out.join(COMPARE_CSV);
-    std::fs::write(&csv, compare_csv(&tables)).map_err(RunError::io(&csv))?;
-    let md = out.join(COMPARE_MD);
-    std::fs::write(&md, compare_markdown(&tables)).map_err(RunError::io(&md))?;
+    write_atomic(
+        &out.join(COMPARE_CSV),
+        compare_csv(&tables).as_bytes(),
+        existing,
+    )?;
+    write_atomic(
+        &out.join(COMPARE_MD),
+        compare_markdown(&tables).as_bytes(),
+        existing,
+    )?;
     let series: Vec<Series> = tables
         .iter()
         .map(|(label, table)| Series {
@@ -71,6 +87,7 @@ pub fn compare_runs(
         &out.join(COMPARE_CHART),
         "RULER average score by model",
         &series,
+        existing,
     )?;
     Ok(tables)
 }
@@ -84,14 +101,20 @@ fn all_lengths(tables: &[(String, ScoreTable)]) -> Vec<usize> {
 
 /// `model,task,length,score,samples`, the average rows with task `average`.
 pub fn compare_csv(tables: &[(String, ScoreTable)]) -> String {
-    let mut csv = String::from("model,task,length,score,samples\n");
+    let mut rows = vec![
+        ["model", "task", "length", "score", "samples"]
+            .map(String::from)
+            .to_vec(),
+    ];
     for (label, table) in tables {
         for row in table.rows() {
-            let _ = writeln!(
-                csv,
-                "{label},{},{},{:.2},{}",
-                row.task, row.length, row.score, row.samples
-            );
+            rows.push(vec![
+                label.clone(),
+                row.task.to_string(),
+                row.length.to_string(),
+                format!("{:.2}", row.score),
+                row.samples.to_string(),
+            ]);
         }
         for length in table.lengths() {
             if let Some(avg) = table.average(length) {
@@ -101,11 +124,17 @@ pub fn compare_csv(tables: &[(String, ScoreTable)]) -> String {
                     .filter_map(|t| table.get(t, length))
                     .map(|c| c.samples)
                     .sum();
-                let _ = writeln!(csv, "{label},average,{length},{avg:.2},{samples}");
+                rows.push(vec![
+                    label.clone(),
+                    "average".into(),
+                    length.to_string(),
+                    format!("{avg:.2}"),
+                    samples.to_string(),
+                ]);
             }
         }
     }
-    csv
+    csv_text(&rows)
 }
 
 /// The averages (model x length), then every task with one row per model.
@@ -125,7 +154,7 @@ pub fn compare_markdown(tables: &[(String, ScoreTable)]) -> String {
     let mut md = String::from("# RULER comparison\n\n## Average over tasks\n\n");
     md.push_str(&header("model"));
     for (label, table) in tables {
-        let _ = write!(md, "| {label} |");
+        let _ = write!(md, "| {} |", markdown_text(label));
         for &l in &lengths {
             md.push_str(&cell(table.average(l)));
         }
@@ -138,7 +167,7 @@ pub fn compare_markdown(tables: &[(String, ScoreTable)]) -> String {
     tasks.dedup();
     for task in tasks {
         for (label, table) in tables {
-            let _ = write!(md, "| {task} / {label} |");
+            let _ = write!(md, "| {task} / {} |", markdown_text(label));
             for &l in &lengths {
                 md.push_str(&cell(table.get(task, l).map(|c| c.score)));
             }

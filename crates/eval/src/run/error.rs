@@ -14,6 +14,9 @@ pub enum RunError {
     #[error(transparent)]
     Model(#[from] ModelError),
 
+    #[error(transparent)]
+    Output(#[from] gattn_model::OutputError),
+
     /// A requested length does not fit the model's context.
     #[error(
         "--lengths {length} is longer than the {limit} positions this model holds ({why}); \
@@ -48,6 +51,20 @@ pub enum RunError {
 
     #[error("{path}: {reason}")]
     BadRunDir { path: PathBuf, reason: String },
+
+    /// `ruler merge` without every shard, or with an unfinished one.
+    #[error(
+        "ruler merge: missing {missing}; give every shard of the sweep (finished), or pass \
+         --partial to merge without them"
+    )]
+    IncompleteMerge { missing: String },
+
+    /// Another `ruler` process holds the run directory's lock.
+    #[error(
+        "{path} is in use by {holder} (another `gattn-cpu ruler` writing into it); wait for it \
+         to finish, or give another --out"
+    )]
+    Locked { path: PathBuf, holder: String },
 
     /// `--chat` with a checkpoint whose template is missing or does not render.
     #[error("{path}: chat template: {reason}")]

@@ -2,8 +2,11 @@
 //! predictions.jsonl, summary.csv, results.md and chart.png; resume, shard, merge, compare.
 //!
 //! An output directory holds:
-//! - `run.json`: the settings the predictions depend on (a rerun or merge must match them);
-//! - `predictions.jsonl`: one [`PredictionRecord`] per sample, appended as it is scored;
+//! - `run.json`: the settings the predictions depend on and the plan (a rerun or merge must
+//!   match them);
+//! - `predictions.jsonl`: one [`PredictionRecord`] per sample, appended as it is scored, each
+//!   with a digest and a score that reading checks;
+//! - `.lock`: held by the `ruler` process writing into the directory (its pid inside);
 //! - `summary.csv`, `results.md`, `chart.png`: RULER's task x length table, from the
 //!   predictions alone, so merging shards reproduces an unsharded run's summary exactly.
 
@@ -13,6 +16,9 @@ mod compare;
 mod context;
 mod counter;
 mod error;
+mod escape;
+mod fingerprint;
+mod lock;
 mod merge;
 mod plan;
 mod progress;
@@ -30,7 +36,10 @@ pub use compare::{
 pub use context::{check_lengths, context_limit};
 pub use counter::TokenizerCounter;
 pub use error::RunError;
-pub use merge::{MergeOutcome, load_run, merge_runs};
+pub use escape::{csv_text, markdown_text};
+pub use fingerprint::model_fingerprint;
+pub use lock::{LOCK_FILE, RunLock};
+pub use merge::{MergeOptions, MergeOutcome, load_run, merge_runs};
 pub use plan::{Shard, WorkItem, plan};
 pub use record::{
     PREDICTIONS_FILE, PredictionRecord, PredictionsFile, PredictionsWriter, Timings,

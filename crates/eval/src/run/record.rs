@@ -1,12 +1,19 @@
 //! `predictions.jsonl`: one line per evaluated sample, appended as soon as it is scored, so
 //! a run killed at any point resumes where it stopped.
 
+use std::collections::{HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use gattn_model::Existing;
+use gattn_model::output::write_atomic;
+use sha2::{Digest, Sha256};
+
 use crate::run::error::RunError;
 use crate::run::plan::WorkItem;
+use crate::run::settings::RunSettings;
+use crate::score::score;
 use crate::task::TaskName;
 
 pub const PREDICTIONS_FILE: &str = "predictions.jsonl";
@@ -44,6 +51,9 @@ pub struct PredictionRecord {
     /// Why decoding stopped: `eos`, `max_tokens` or `context_full`.
     pub stop: String,
     pub timings: Timings,
+    /// SHA-256 (hex) over the fields that say which sample this is and what was predicted
+    /// ([`PredictionRecord::expected_digest`]): a record edited by hand no longer matches it.
+    pub digest: String,
 }
 
 impl PredictionRecord {
@@ -54,12 +64,65 @@ impl PredictionRecord {
             index: self.index,
         }
     }
+
+    /// The digest of the record's identity and content. Floats are left out (a JSON round
+    /// trip may move them by an ulp): the score is checked by recomputing it instead.
+    pub fn expected_digest(&self) -> String {
+        let mut hash = Sha256::new();
+        let mut field = |bytes: &[u8]| {
+            hash.update((bytes.len() as u64).to_le_bytes());
+            hash.update(bytes);
+        };
+        field(self.task.to_string().as_bytes());
+        field(&(self.length as u64).to_le_bytes());
+        field(&(self.index as u64).to_le_bytes());
+        field(&self.seed.to_le_bytes());
+        field(self.prompt_hash.as_bytes());
+        field(&(self.prompt_tokens as u64).to_le_bytes());
+        field(self.prediction.as_bytes());
+        field(&(self.references.len() as u64).to_le_bytes());
+        for reference in &self.references {
+            field(reference.as_bytes());
+        }
+        field(&(self.generated_tokens as u64).to_le_bytes());
+        field(self.stop.as_bytes());
+        hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The record with its digest filled in.
+    pub fn sealed(mut self) -> PredictionRecord {
+        self.digest = self.expected_digest();
+        self
+    }
+
+    /// Checks the record against itself: the digest, and the score recomputed from the
+    /// prediction and references with RULER's metric.
+    pub fn verify(&self) -> Result<(), String> {
+        if self.digest != self.expected_digest() {
+            return Err(format!(
+                "{} length {} sample {}: the record does not match its digest (edited by hand?)",
+                self.task, self.length, self.index
+            ));
+        }
+        let rescored = score(self.task, &self.prediction, &self.references);
+        // Written so that a NaN score fails too.
+        let same_score = (self.score - rescored).abs() <= 1e-9;
+        if !same_score {
+            return Err(format!(
+                "{} length {} sample {}: score {} but the prediction scores {rescored}",
+                self.task, self.length, self.index, self.score
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// The records of a predictions file, and where its last complete line ends.
 #[derive(Debug, Clone, Default)]
 pub struct PredictionsFile {
     pub records: Vec<PredictionRecord>,
+    /// The line number of each record, for errors.
+    lines: Vec<usize>,
     /// Byte length of the complete lines; a truncated tail (a run killed mid-write) lies past it.
     valid_bytes: u64,
     ends_with_newline: bool,
@@ -100,7 +163,13 @@ pub fn read_predictions(path: &Path) -> Result<PredictionsFile, RunError> {
         }
         match serde_json::from_slice::<PredictionRecord>(line) {
             Ok(record) => {
+                record.verify().map_err(|reason| RunError::BadRecord {
+                    path: path.to_path_buf(),
+                    line: line_no,
+                    reason,
+                })?;
                 file.records.push(record);
+                file.lines.push(line_no);
                 file.valid_bytes = next as u64;
                 file.ends_with_newline = complete;
             }
@@ -119,6 +188,56 @@ pub fn read_predictions(path: &Path) -> Result<PredictionsFile, RunError> {
         start = next;
     }
     Ok(file)
+}
+
+impl PredictionsFile {
+    /// Checks that every record belongs to the run of `settings` (its seed, a sample of its
+    /// plan) and that no sample appears twice; an error names `path` and the line.
+    pub fn check_against(&self, path: &Path, settings: &RunSettings) -> Result<(), RunError> {
+        let planned: HashSet<WorkItem> = settings.planned()?.into_iter().collect();
+        let mut seen: HashMap<WorkItem, usize> = HashMap::new();
+        for (record, &line) in self.records.iter().zip(&self.lines) {
+            let bad = |reason: String| RunError::BadRecord {
+                path: path.to_path_buf(),
+                line,
+                reason,
+            };
+            let item = record.item();
+            let name = format!("{} length {} sample {}", item.task, item.length, item.index);
+            if record.seed != settings.seed {
+                return Err(bad(format!(
+                    "{name} has seed {} but run.json has seed {}",
+                    record.seed, settings.seed
+                )));
+            }
+            if !planned.contains(&item) {
+                return Err(bad(format!(
+                    "{name} is not in this run's plan (run.json: --tasks {}, --lengths {}, \
+                     --samples {}, --shard {})",
+                    settings
+                        .tasks
+                        .iter()
+                        .map(|t| t.to_string())
+                        .collect::<Vec<_>>()
+                        .join(","),
+                    settings
+                        .lengths
+                        .iter()
+                        .map(|l| l.to_string())
+                        .collect::<Vec<_>>()
+                        .join(","),
+                    settings.samples,
+                    settings.shard
+                )));
+            }
+            if let Some(first) = seen.insert(item, line) {
+                return Err(bad(format!(
+                    "{name} is already on line {first} (two runs wrote into one directory?)"
+                )));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Appends records to a predictions file, one complete line per write.
@@ -163,8 +282,13 @@ impl PredictionsWriter {
     }
 }
 
-/// Writes `records` as a fresh predictions file (merge output), sorted by sample key.
-pub fn write_predictions(path: &Path, records: &[PredictionRecord]) -> Result<(), RunError> {
+/// Writes `records` as a fresh predictions file (merge output), sorted by sample key,
+/// atomically; an existing file is replaced only with `Existing::Replace`.
+pub fn write_predictions(
+    path: &Path,
+    records: &[PredictionRecord],
+    existing: Existing,
+) -> Result<(), RunError> {
     let mut sorted: Vec<&PredictionRecord> = records.iter().collect();
     sorted.sort_by_key(|r| r.item());
     let mut text = String::new();
@@ -176,5 +300,5 @@ pub fn write_predictions(path: &Path, records: &[PredictionRecord]) -> Result<()
         })?);
         text.push('\n');
     }
-    std::fs::write(path, text).map_err(RunError::io(path))
+    Ok(write_atomic(path, text.as_bytes(), existing)?)
 }

@@ -5,7 +5,11 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use crate::run::chart::{Series, write_line_chart};
+use gattn_model::Existing;
+use gattn_model::output::write_atomic;
+
 use crate::run::error::RunError;
+use crate::run::escape::{csv_text, markdown_text};
 use crate::run::record::PredictionRecord;
 use crate::run::settings::RunSettings;
 use crate::score::{ScoreTable, postprocess_pred};
@@ -26,13 +30,19 @@ pub fn score_table(records: &[PredictionRecord]) -> ScoreTable {
 
 /// `task,length,score,samples,nulls`, one row per cell, then one `average` row per length.
 pub fn summary_csv(table: &ScoreTable) -> String {
-    let mut csv = String::from("task,length,score,samples,nulls\n");
+    let mut rows = vec![
+        ["task", "length", "score", "samples", "nulls"]
+            .map(String::from)
+            .to_vec(),
+    ];
     for row in table.rows() {
-        let _ = writeln!(
-            csv,
-            "{},{},{:.2},{},{}",
-            row.task, row.length, row.score, row.samples, row.nulls
-        );
+        rows.push(vec![
+            row.task.to_string(),
+            row.length.to_string(),
+            format!("{:.2}", row.score),
+            row.samples.to_string(),
+            row.nulls.to_string(),
+        ]);
     }
     for length in table.lengths() {
         let cells: Vec<_> = table
@@ -43,10 +53,16 @@ pub fn summary_csv(table: &ScoreTable) -> String {
         if let Some(avg) = table.average(length) {
             let samples: usize = cells.iter().map(|c| c.samples).sum();
             let nulls: usize = cells.iter().map(|c| c.nulls).sum();
-            let _ = writeln!(csv, "average,{length},{avg:.2},{samples},{nulls}");
+            rows.push(vec![
+                "average".into(),
+                length.to_string(),
+                format!("{avg:.2}"),
+                samples.to_string(),
+                nulls.to_string(),
+            ]);
         }
     }
-    csv
+    csv_text(&rows)
 }
 
 /// `4096` -> `4K`, `131072` -> `128K`, as RULER's tables label lengths.
@@ -62,17 +78,28 @@ pub fn length_label(length: usize) -> String {
 pub fn results_markdown(table: &ScoreTable, settings: &RunSettings) -> String {
     let lengths = table.lengths();
     let mut md = format!(
-        "# RULER: {}\n\nweights {}, rope scaling {}, {} template, seed {}, essays: {}\n\n",
-        settings.model,
+        "# RULER: {}\n\nweights {}, KV cache {}, rope scaling {}, {} template, seed {}, \
+         essays: {}\n\n",
+        markdown_text(&settings.model),
         settings.weights,
-        settings
-            .rope_scaling
-            .as_deref()
-            .unwrap_or("as in config.json"),
+        settings.kv,
+        markdown_text(
+            settings
+                .rope_scaling
+                .as_deref()
+                .unwrap_or("as in config.json")
+        ),
         if settings.chat { "chat" } else { "raw" },
         settings.seed,
-        settings.essays,
+        markdown_text(&settings.essays),
     );
+    if !settings.missing.is_empty() {
+        let _ = write!(
+            md,
+            "**Partial merge**: missing {}; those samples are not in this table.\n\n",
+            settings.missing.join("; ")
+        );
+    }
     md.push_str("| task |");
     for &l in &lengths {
         let _ = write!(md, " {} |", length_label(l));
@@ -145,7 +172,8 @@ pub fn table_series(table: &ScoreTable) -> Vec<Series> {
     series
 }
 
-/// Writes summary.csv, results.md and chart.png into `dir`.
+/// Writes summary.csv, results.md and chart.png into `dir`, each atomically, replacing the
+/// directory's earlier reports: the caller owns `dir` (its run, or a merge output it checked).
 pub fn write_reports(
     dir: &Path,
     settings: &RunSettings,
@@ -153,12 +181,18 @@ pub fn write_reports(
 ) -> Result<ScoreTable, RunError> {
     let table = score_table(records);
     let csv_path = dir.join(SUMMARY_FILE);
-    std::fs::write(&csv_path, summary_csv(&table)).map_err(RunError::io(&csv_path))?;
+    write_atomic(&csv_path, summary_csv(&table).as_bytes(), Existing::Replace)?;
     let md_path = dir.join(RESULTS_FILE);
-    std::fs::write(&md_path, results_markdown(&table, settings)).map_err(RunError::io(&md_path))?;
+    let md = results_markdown(&table, settings);
+    write_atomic(&md_path, md.as_bytes(), Existing::Replace)?;
     if !records.is_empty() {
         let title = format!("RULER: {}", settings.model);
-        write_line_chart(&dir.join(CHART_FILE), &title, &table_series(&table))?;
+        write_line_chart(
+            &dir.join(CHART_FILE),
+            &title,
+            &table_series(&table),
+            Existing::Replace,
+        )?;
     }
     Ok(table)
 }

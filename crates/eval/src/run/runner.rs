@@ -5,6 +5,8 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use gattn_model::Existing;
+use gattn_model::output::prepare_dir;
 use gattn_model::{
     GenerateOptions, Qwen3Config, Qwen3Model, RopeScaling, Sampler, SamplingParams, StopReason,
     Tokenizer, WeightFormat, generate,
@@ -18,13 +20,15 @@ use crate::run::chat::ChatTemplate;
 use crate::run::context::check_lengths;
 use crate::run::counter::TokenizerCounter;
 use crate::run::error::RunError;
-use crate::run::plan::{Shard, WorkItem, plan};
+use crate::run::fingerprint::{data_fingerprint, model_fingerprint};
+use crate::run::lock::RunLock;
+use crate::run::plan::{Shard, WorkItem};
 use crate::run::progress::Progress;
 use crate::run::record::{
     PREDICTIONS_FILE, PredictionRecord, PredictionsWriter, Timings, read_predictions,
 };
 use crate::run::report::write_reports;
-use crate::run::settings::RunSettings;
+use crate::run::settings::{RunSettings, SETTINGS_FILE};
 use crate::score::{ScoreTable, score};
 use crate::task::{QaSource, TaskFamily, TaskName};
 use crate::tokens::{CharCounter, TokenCounter};
@@ -49,6 +53,9 @@ pub struct RunOptions {
     pub squad: Option<PathBuf>,
     pub hotpotqa: Option<PathBuf>,
     pub out: PathBuf,
+    /// Write into an `out` that holds files but no run (`--force`); a run's own directory
+    /// is resumed without it.
+    pub force: bool,
     /// Progress on stderr (a bar on a terminal, a line per sample otherwise).
     pub progress: bool,
 }
@@ -173,6 +180,15 @@ fn model_label(dir: &Path) -> String {
         .unwrap_or_else(|| dir.display().to_string())
 }
 
+/// Creates `options.out` and takes its lock. A directory that holds files but no run.json is
+/// somebody else's: refused unless `--force`.
+fn open_run_dir(options: &RunOptions) -> Result<RunLock, RunError> {
+    let out = &options.out;
+    let is_run = out.join(SETTINGS_FILE).exists();
+    prepare_dir(out, Existing::from_force(options.force || is_run))?;
+    RunLock::acquire(out)
+}
+
 /// Runs (or resumes) a RULER evaluation into `options.out`.
 pub fn run_ruler(options: &RunOptions) -> Result<RunOutcome, RunError> {
     let start = Instant::now();
@@ -190,17 +206,42 @@ pub fn run_ruler(options: &RunOptions) -> Result<RunOutcome, RunError> {
         eprintln!("ruler: {reason}");
     }
 
+    let skipped_names: HashSet<TaskName> = skipped.iter().map(|s| s.0).collect();
+    let mut tasks: Vec<TaskName> = options
+        .tasks
+        .iter()
+        .copied()
+        .filter(|t| !skipped_names.contains(t))
+        .collect();
+    tasks.sort_unstable();
+    tasks.dedup();
+    let mut lengths = options.lengths.clone();
+    lengths.sort_unstable();
+    lengths.dedup();
     let settings = RunSettings {
         model: model_label(&options.model_dir),
+        model_fingerprint: model_fingerprint(&options.model_dir)?,
         weights: weights_name(options.weights),
+        kv: options.kv.name().into(),
         rope_scaling: options.rope_scaling.clone(),
         chat: options.chat,
         seed: options.seed,
         essays: corpus.essay_source.clone(),
+        data_fingerprint: data_fingerprint(&[
+            ("--essays", options.essays.as_deref()),
+            ("--squad", options.squad.as_deref()),
+            ("--hotpotqa", options.hotpotqa.as_deref()),
+        ])?,
+        tasks,
+        lengths,
+        samples: options.samples,
+        shard: options.shard.to_string(),
+        kernels: gattn_kernels::KernelTable::current().name().into(),
+        missing: Vec::new(),
     };
-    std::fs::create_dir_all(&options.out).map_err(RunError::io(&options.out))?;
+    let _lock = open_run_dir(options)?;
     if let Some(previous) = RunSettings::read(&options.out)?
-        && let Some(diff) = settings.difference(&previous)
+        && let Some(diff) = settings.resume_difference(&previous)
     {
         return Err(RunError::BadRunDir {
             path: options.out.clone(),
@@ -209,10 +250,11 @@ pub fn run_ruler(options: &RunOptions) -> Result<RunOutcome, RunError> {
             ),
         });
     }
-    settings.write(&options.out)?;
 
     let predictions_path = options.out.join(PREDICTIONS_FILE);
     let existing = read_predictions(&predictions_path)?;
+    existing.check_against(&predictions_path, &settings)?;
+    settings.write(&options.out)?;
     if existing.truncated_tail {
         eprintln!(
             "ruler: {}: dropping a truncated last line (an interrupted run); that sample runs again",
@@ -224,17 +266,7 @@ pub fn run_ruler(options: &RunOptions) -> Result<RunOutcome, RunError> {
         .iter()
         .map(PredictionRecord::item)
         .collect();
-    let planned = plan(
-        &options.tasks,
-        &options.lengths,
-        options.samples,
-        options.shard,
-    );
-    let skipped_names: HashSet<TaskName> = skipped.iter().map(|s| s.0).collect();
-    let runnable: Vec<WorkItem> = planned
-        .into_iter()
-        .filter(|i| !skipped_names.contains(&i.task))
-        .collect();
+    let runnable = settings.planned()?;
     let resumed = runnable.iter().filter(|i| done.contains(i)).count();
     let pending: Vec<WorkItem> = runnable.into_iter().filter(|i| !done.contains(i)).collect();
 
@@ -426,7 +458,9 @@ impl<'c> Evaluator<'c> {
                 prefill_ms: millis(stats.prefill_time),
                 decode_ms: millis(stats.decode_time),
             },
-        })
+            digest: String::new(),
+        }
+        .sealed())
     }
 }
 

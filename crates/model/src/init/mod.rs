@@ -17,6 +17,7 @@ use gattn_tensor::{DType, bf16, f16};
 
 use crate::config::{GateMode, Qwen3Config, RopeScaling};
 use crate::error::{ModelError, Result};
+use crate::output::{Existing, prepare_dir, write_atomic};
 pub use presets::Preset;
 use safetensors_writer::{TensorSpec, write_safetensors};
 
@@ -104,12 +105,25 @@ pub fn hf_config_json(config: &Qwen3Config, dtype: DType) -> Value {
     })
 }
 
-/// Writes a random checkpoint of `config` into `dir` (created if needed). Same seed, same bytes.
+/// Writes a random checkpoint of `config` into `dir`, which must be new or empty. Same seed,
+/// same bytes.
 pub fn write_random_checkpoint(
     dir: &Path,
     config: &Qwen3Config,
     dtype: DType,
     seed: u64,
+) -> Result<()> {
+    write_random_checkpoint_with(dir, config, dtype, seed, Existing::Refuse)
+}
+
+/// [`write_random_checkpoint`], into a directory that may hold files already when `existing`
+/// is `Replace` (`init --force`): each file is still replaced atomically.
+pub fn write_random_checkpoint_with(
+    dir: &Path,
+    config: &Qwen3Config,
+    dtype: DType,
+    seed: u64,
+    existing: Existing,
 ) -> Result<()> {
     if !matches!(dtype, DType::F32 | DType::BF16 | DType::F16) {
         return Err(ModelError::InvalidArgument(format!(
@@ -123,10 +137,7 @@ pub fn write_random_checkpoint(
             byte_tokenizer::VOCAB_SIZE
         )));
     }
-    std::fs::create_dir_all(dir).map_err(|source| ModelError::Io {
-        path: dir.to_path_buf(),
-        source,
-    })?;
+    prepare_checkpoint_dir(dir, existing)?;
     write_json(&dir.join("config.json"), &hf_config_json(config, dtype))?;
     write_json(
         &dir.join("tokenizer.json"),
@@ -187,10 +198,34 @@ fn encode(values: &[f32], dtype: DType, bytes: &mut Vec<u8>) {
     }
 }
 
+/// Creates the output directory of a checkpoint writer (new or empty unless `Replace`). Weight
+/// files that the single `model.safetensors` written next would not replace (shards, an
+/// index) are refused even with `Replace`: the directory would hold two checkpoints.
+pub(crate) fn prepare_checkpoint_dir(dir: &Path, existing: Existing) -> Result<()> {
+    prepare_dir(dir, existing)?;
+    let entries = std::fs::read_dir(dir).map_err(|source| ModelError::Io {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    for entry in entries.filter_map(|e| e.ok()) {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.contains(".safetensors") && name != gattn_tensor::checkpoint::SINGLE_FILE {
+            return Err(ModelError::InvalidArgument(format!(
+                "{}: holds {name}, which this checkpoint would not replace (the directory would \
+                 hold two checkpoints); remove it or give another directory",
+                dir.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Writes `value` atomically, replacing `path`: callers check the directory first.
 pub(crate) fn write_json(path: &Path, value: &Value) -> Result<()> {
     let text = serde_json::to_string_pretty(value).expect("JSON values serialize");
-    std::fs::write(path, text + "\n").map_err(|source| ModelError::Io {
-        path: path.to_path_buf(),
-        source,
-    })
+    Ok(write_atomic(
+        path,
+        (text + "\n").as_bytes(),
+        Existing::Replace,
+    )?)
 }

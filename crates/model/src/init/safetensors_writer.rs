@@ -1,8 +1,7 @@
 //! Writes a safetensors file one tensor at a time, so a multi-GB random checkpoint never has
 //! to sit in memory whole. The format: u64 header length, JSON header, then the tensor bytes.
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::Path;
 
 use serde_json::{Map, Value, json};
@@ -10,6 +9,7 @@ use serde_json::{Map, Value, json};
 use gattn_tensor::DType;
 
 use crate::error::{ModelError, Result};
+use crate::output::{AtomicFile, Existing};
 
 pub struct TensorSpec {
     pub name: String,
@@ -30,13 +30,14 @@ impl TensorSpec {
 /// Writes `tensors` to `path` in this order; `fill(index, out)` produces tensor `index`'s bytes.
 /// Data starts 8-byte aligned; each tensor is aligned to its dtype if the ones before it have
 /// lengths that keep it so (order them largest element first, as `quantize` does).
+/// The file is written atomically and replaces `path`: callers check the directory first.
 pub fn write_safetensors(
     path: &Path,
     tensors: &[TensorSpec],
     metadata: &[(&str, &str)],
     mut fill: impl FnMut(usize, &mut Vec<u8>) -> Result<()>,
 ) -> Result<()> {
-    let io_error = |source| ModelError::Io {
+    let io_error = |source| ModelError::Write {
         path: path.to_path_buf(),
         source,
     };
@@ -61,7 +62,7 @@ pub fn write_safetensors(
     while !header_bytes.len().is_multiple_of(8) {
         header_bytes.push(b' ');
     }
-    let mut out = BufWriter::with_capacity(1 << 20, File::create(path).map_err(io_error)?);
+    let mut out = AtomicFile::create(path, Existing::Replace)?;
     out.write_all(&(header_bytes.len() as u64).to_le_bytes())
         .map_err(io_error)?;
     out.write_all(&header_bytes).map_err(io_error)?;
@@ -72,5 +73,5 @@ pub fn write_safetensors(
         assert_eq!(bytes.len(), t.byte_len(), "fill of {}", t.name);
         out.write_all(&bytes).map_err(io_error)?;
     }
-    out.flush().map_err(io_error)
+    Ok(out.commit()?)
 }
