@@ -1,9 +1,12 @@
-//! `gattn-cpu`: a thin command line over `gattn-model`. Bad arguments exit with 2 (clap), bad
-//! input files and failed runs with 1, always with a message naming what is wrong.
+//! `gattn-cpu`: a thin command line over `gattn-model`. Bad arguments exit with 2 (clap's, and
+//! our own checks': `usage.rs`), bad input files and failed runs with 1, always with a message
+//! naming what is wrong.
 
 mod args;
 mod commands;
+mod limits;
 mod npy;
+mod usage;
 
 use std::process::ExitCode;
 
@@ -30,7 +33,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error:#}");
-            ExitCode::from(1)
+            ExitCode::from(usage::exit_code(&error))
         }
     }
 }

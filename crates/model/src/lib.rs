@@ -16,6 +16,7 @@ pub mod model;
 pub mod q8_checkpoint;
 pub mod quantize;
 pub mod rope;
+mod panic_guard;
 mod rows;
 pub mod sampling;
 pub mod scratch;
