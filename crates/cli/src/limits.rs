@@ -3,7 +3,7 @@
 
 use anyhow::Result;
 
-use crate::usage::usage;
+use crate::failure::usage;
 
 /// Worker threads at most: far beyond any core count this engine runs on, and few enough that
 /// starting them cannot exhaust the process's thread or memory limits.
@@ -63,7 +63,9 @@ mod tests {
         assert_eq!(check_count("-n", 5, 1, 10, "x").unwrap(), 5);
         let low = check_count("-n", 0, 1, 10, "x").unwrap_err().to_string();
         assert_eq!(low, "-n 0: must be at least 1");
-        let high = check_count("-n", usize::MAX, 1, 10, "why").unwrap_err().to_string();
+        let high = check_count("-n", usize::MAX, 1, 10, "why")
+            .unwrap_err()
+            .to_string();
         assert_eq!(high, format!("-n {}: at most 10 (why)", usize::MAX));
         assert!(check_threads(Some(usize::MAX)).is_err());
         assert_eq!(check_ctx(None, 4096).unwrap(), 4096);

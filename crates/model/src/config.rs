@@ -413,12 +413,18 @@ impl Qwen3Config {
             gate,
             bos_token_id: f
                 .token_ids("bos_token_id")?
-                .map(|ids| f.check_in_vocab("bos_token_id", &ids, vocab_size).map(|()| ids))
+                .map(|ids| {
+                    f.check_in_vocab("bos_token_id", &ids, vocab_size)
+                        .map(|()| ids)
+                })
                 .transpose()?
                 .and_then(|ids| ids.first().copied()),
             eos_token_ids: f
                 .token_ids("eos_token_id")?
-                .map(|ids| f.check_in_vocab("eos_token_id", &ids, vocab_size).map(|()| ids))
+                .map(|ids| {
+                    f.check_in_vocab("eos_token_id", &ids, vocab_size)
+                        .map(|()| ids)
+                })
                 .transpose()?
                 .unwrap_or_default(),
             quantized_int8: parse_quantization(path, &f)?,

@@ -42,6 +42,9 @@ mod tests {
     #[test]
     fn a_panic_becomes_its_message_and_a_value_passes_through() {
         assert_eq!(catch(|| 7), Ok(7));
-        assert_eq!(catch(|| -> u8 { panic!("boom {}", 1) }), Err("boom 1".into()));
+        assert_eq!(
+            catch(|| -> u8 { panic!("boom {}", 1) }),
+            Err("boom 1".into())
+        );
     }
 }

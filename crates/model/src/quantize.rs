@@ -147,6 +147,9 @@ fn output_tensors(
         if view.dtype != DType::BF16 && view.dtype != DType::F16 {
             view.expect_dtype(DType::F32)?;
         }
+        // Checked before anything is written: `run` would refuse the copy's NaN at the first
+        // token, far from the tensor that holds it.
+        view.expect_finite()?;
         if spec.shape.len() == 2 && spec.name != embed {
             quantized.push((spec.name.clone(), spec.shape[0], spec.shape[1]));
         }

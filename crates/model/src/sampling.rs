@@ -21,11 +21,17 @@ impl SamplingParams {
         if !(self.temperature.is_finite() && self.temperature >= 0.0) {
             return Err((
                 "temperature",
-                format!("is {}, expected a number >= 0 (0 = greedy)", self.temperature),
+                format!(
+                    "is {}, expected a number >= 0 (0 = greedy)",
+                    self.temperature
+                ),
             ));
         }
         if !(self.top_p > 0.0 && self.top_p <= 1.0) {
-            return Err(("top_p", format!("is {}, expected a number in (0, 1]", self.top_p)));
+            return Err((
+                "top_p",
+                format!("is {}, expected a number in (0, 1]", self.top_p),
+            ));
         }
         Ok(())
     }

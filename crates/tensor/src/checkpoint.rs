@@ -53,9 +53,11 @@ impl Checkpoint {
     }
 
     fn open_sharded(dir: &Path, index_path: &Path) -> Result<Self> {
-        let text = read_regular_to_string(index_path, MAX_INDEX_BYTES).map_err(|source| TensorError::Io {
-            path: index_path.to_path_buf(),
-            source,
+        let text = read_regular_to_string(index_path, MAX_INDEX_BYTES).map_err(|source| {
+            TensorError::Io {
+                path: index_path.to_path_buf(),
+                source,
+            }
         })?;
         let index = parse_shard_index(index_path, &text)?;
         let mut files = Vec::with_capacity(index.shards.len());

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use memmap2::Mmap;
 
 use crate::error::{Result, TensorError};
-use crate::input_file::open_regular;
 pub use crate::header::TensorLocation;
 use crate::header::parse_header;
+use crate::input_file::open_regular;
 use crate::storage::FileBytes;
 use crate::view::{MappedTensor, TensorView};
 

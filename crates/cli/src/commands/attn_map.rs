@@ -15,8 +15,8 @@ use gattn_model::{Backend, ModelSource};
 
 use crate::args::{ModelsArgs, PromptArgs};
 use crate::commands::{init_threads, load_model_on, load_tokenizer, model_dir, prompt_ids};
+use crate::failure::OrUsage;
 use crate::npy;
-use crate::usage::OrUsage;
 
 #[derive(Args)]
 pub struct AttnMapArgs {

@@ -11,7 +11,7 @@ use gattn_model::{Backend, ChunkProgress, available_memory, run_bench};
 
 use crate::args::{BenchArgs, DepthFillArg};
 use crate::commands::{load_config, load_model, model_dir};
-use crate::usage::OrUsage;
+use crate::failure::OrUsage;
 
 /// The JSON document: the checkpoint directory beside the report.
 #[derive(Serialize)]

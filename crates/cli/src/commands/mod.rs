@@ -24,8 +24,8 @@ use gattn_tensor::Checkpoint;
 use gattn_tensor::input_file::read_regular_to_string;
 
 use crate::args::{KvArg, LoadArgs, ModelArgs, PromptArgs, WeightsArg};
+use crate::failure::{OrUsage, usage};
 use crate::limits::{check_threads, prompt_byte_limit};
-use crate::usage::{OrUsage, usage};
 
 impl KvArg {
     /// The storage asked for; auto is the backend's own ([`Backend::default_kv_dtype`]: f32 for

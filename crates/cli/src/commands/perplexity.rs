@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
-use gattn_tensor::input_file::read_regular_to_string;
 use clap::Args;
+use gattn_tensor::input_file::read_regular_to_string;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use gattn_eval::perplexity::{
@@ -70,10 +70,22 @@ pub struct PerplexityArgs {
 }
 
 pub fn run(args: PerplexityArgs) -> Result<()> {
-    check_count("--top-k", args.top_k, 1, MAX_SAVED_TOP_K, "log-probabilities saved per position")?;
+    check_count(
+        "--top-k",
+        args.top_k,
+        1,
+        MAX_SAVED_TOP_K,
+        "log-probabilities saved per position",
+    )?;
     // Counts are checked before the text is read; --chunks beyond the text's windows means all.
     if let Some(stride) = args.stride {
-        check_count("--stride", stride, 1, MAX_CTX, "far beyond any model's positions")?;
+        check_count(
+            "--stride",
+            stride,
+            1,
+            MAX_CTX,
+            "far beyond any model's positions",
+        )?;
     }
     if let Some(chunks) = args.chunks {
         check_count("--chunks", chunks, 1, usize::MAX, "")?;
@@ -100,7 +112,13 @@ pub fn run(args: PerplexityArgs) -> Result<()> {
     let ctx = args
         .ctx
         .unwrap_or(DEFAULT_CTX.min(config.max_position_embeddings));
-    check_count("--ctx", ctx, MIN_WINDOW, MAX_CTX, "far beyond any model's positions")?;
+    check_count(
+        "--ctx",
+        ctx,
+        MIN_WINDOW,
+        MAX_CTX,
+        "far beyond any model's positions",
+    )?;
     let tokens = tokenizer.encode(&text)?;
     if ctx > config.max_position_embeddings {
         eprintln!(

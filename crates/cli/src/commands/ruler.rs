@@ -6,17 +6,17 @@ use std::path::PathBuf;
 use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
 
-use gattn_eval::{QaSource, TaskFamily, TaskName};
 use gattn_eval::run::{
     LabelledRun, RESULTS_FILE, RunOptions, Shard, compare_runs, default_label, length_label,
     merge_runs, run_ruler,
 };
+use gattn_eval::{QaSource, TaskFamily, TaskName};
 use gattn_model::ModelSource;
 
 use crate::args::{KvArg, WeightsArg};
 use crate::commands::{init_threads, model_dir};
+use crate::failure::{OrUsage, usage};
 use crate::limits::check_count;
-use crate::usage::{OrUsage, usage};
 use gattn_model::Backend;
 
 /// `gattn-cpu ruler [OPTIONS] --model DIR --out DIR`, or `gattn-cpu ruler merge|compare ...`.
@@ -206,7 +206,13 @@ const MAX_SAMPLES: usize = 100_000;
 const MAX_PLAN: usize = 1 << 20;
 
 fn check_plan_size(args: &RulerRunArgs, tasks: usize) -> Result<()> {
-    check_count("--samples", args.samples, 1, MAX_SAMPLES, "per task and length")?;
+    check_count(
+        "--samples",
+        args.samples,
+        1,
+        MAX_SAMPLES,
+        "per task and length",
+    )?;
     let planned = tasks
         .checked_mul(args.lengths.len())
         .and_then(|n| n.checked_mul(args.samples))

@@ -13,8 +13,8 @@ use gattn_model::{
 use crate::args::{OutputArg, RunArgs, TruncateArg};
 use crate::commands::progress::PrefillProgress;
 use crate::commands::{load_config, load_model, load_tokenizer, model_dir, prompt_ids};
+use crate::failure::usage;
 use crate::limits::check_ctx;
-use crate::usage::usage;
 
 pub fn run(args: RunArgs) -> Result<()> {
     let dir = model_dir(&args.model.model)?;

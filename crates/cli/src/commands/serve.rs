@@ -50,7 +50,13 @@ pub fn run(args: ServeArgs) -> Result<()> {
         );
     };
     let ctx = check_ctx(args.ctx, config.max_position_embeddings)?;
-    check_count("--parallel", args.parallel, 1, MAX_THREADS, "one worker thread each")?;
+    check_count(
+        "--parallel",
+        args.parallel,
+        1,
+        MAX_THREADS,
+        "one worker thread each",
+    )?;
     // Every worker has its own KV cache and scratch: all of them must fit beside the weights.
     let format = args.model.load.weights.resolve(&dir)?;
     let mut plan = MemoryPlan::new(

@@ -3,9 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use minijinja::{Environment, Error, ErrorKind, context};
 use gattn_tensor::input_file::read_regular_to_string;
 use gattn_tensor::strict_json::parse_strict;
+use minijinja::{Environment, Error, ErrorKind, context};
 use serde_json::Value;
 
 use crate::run::error::RunError;
@@ -57,7 +57,8 @@ impl ChatTemplate {
         };
         let text = read_regular_to_string(&path, MAX_CONFIG_BYTES)
             .map_err(|e| fail(format!("cannot read it ({e}); --chat needs it")))?;
-        let config: Value = parse_strict(&text).map_err(|e| fail(format!("not valid JSON: {e}")))?;
+        let config: Value =
+            parse_strict(&text).map_err(|e| fail(format!("not valid JSON: {e}")))?;
         let source = match &config["chat_template"] {
             Value::String(s) => s.clone(),
             Value::Array(named) => named

@@ -1,3 +1,5 @@
+//! How a failed command is reported: its message and its exit code.
+//!
 //! The exit-code contract (README, "Exit codes"): 0 success; 1 a data or run error (a bad
 //! checkpoint, tokenizer, prompt file, dataset, or a failed run); 2 a usage error (a flag or
 //! its value); 130 interrupted by Ctrl-C. Clap exits with 2 for what it parses itself; a value
@@ -32,8 +34,25 @@ pub trait OrUsage<T> {
 
 impl<T, E: Into<anyhow::Error>> OrUsage<T> for Result<T, E> {
     fn or_usage(self) -> anyhow::Result<T> {
-        self.map_err(|e| usage(format!("{:#}", e.into())))
+        self.map_err(|e| usage(message(&e.into())))
     }
+}
+
+/// The error and its causes joined by ": ", each said once: many library errors put their
+/// source's text in their own message and also expose it as the source.
+pub fn message(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let part = cause.to_string();
+        if text.contains(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    text
 }
 
 /// The process exit code of a failed command.
