@@ -7,6 +7,7 @@
 
 use std::fmt;
 
+use gattn_eval::EvalError;
 use gattn_eval::run::RunError;
 
 /// A flag or flag value that cannot be used; the message names the flag and the limit.
@@ -59,15 +60,26 @@ pub fn message(error: &anyhow::Error) -> String {
 pub fn exit_code(error: &anyhow::Error) -> u8 {
     let is_usage = error.chain().any(|cause| {
         cause.is::<UsageError>()
-            // The RULER runner checks its own flags (lengths, shard, samples) deep inside.
-            || matches!(
-                cause.downcast_ref::<RunError>(),
-                Some(
-                    RunError::InvalidArgument(_)
-                        | RunError::BadShard(_)
-                        | RunError::LengthOverContext { .. }
-                )
-            )
+            || cause.downcast_ref::<RunError>().is_some_and(is_ruler_usage)
+            || cause.downcast_ref::<EvalError>().is_some_and(is_eval_usage)
     });
     if is_usage { 2 } else { 1 }
+}
+
+/// The RULER runner checks its own flags (lengths, shard, samples) deep inside.
+fn is_ruler_usage(error: &RunError) -> bool {
+    match error {
+        RunError::InvalidArgument(_)
+        | RunError::BadShard(_)
+        | RunError::LengthOverContext { .. } => true,
+        RunError::Eval(eval) => is_eval_usage(eval),
+        _ => false,
+    }
+}
+
+fn is_eval_usage(error: &EvalError) -> bool {
+    matches!(
+        error,
+        EvalError::UnknownTask(..) | EvalError::LengthTooShort { .. }
+    )
 }
