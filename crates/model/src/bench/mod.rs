@@ -111,12 +111,13 @@ impl BenchSettings {
             )));
         }
         let max = config.max_position_embeddings;
-        for (flag, value) in [("--prompt", self.prompt_tokens), ("--gen", self.gen_tokens)] {
+        for (flag, value) in [("--gen", self.gen_tokens), ("--prompt", self.prompt_tokens)] {
             // Checked: a --depth near usize::MAX must not wrap past the context check.
-            let total = self.depth.checked_add(value).filter(|&t| t <= max);
-            if total.is_none() {
+            let total = self.depth.checked_add(value);
+            if total.is_none_or(|t| t > max) {
+                let total = total.map_or("more than 2^64".into(), |t| t.to_string());
                 return Err(ModelError::InvalidArgument(format!(
-                    "--depth {} + {flag} {value} exceeds the model's context of {max} tokens (max_position_embeddings)",
+                    "--depth {} + {flag} {value} = {total} exceeds the model's context of {max} tokens (max_position_embeddings)",
                     self.depth
                 )));
             }
