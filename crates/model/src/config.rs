@@ -530,7 +530,9 @@ fn parse_rope_scaling(
 /// A config is a few KB; anything near this is not one.
 const MAX_CONFIG_BYTES: u64 = 4 << 20;
 
-fn read_json_object(path: &Path) -> Result<Map<String, Value>> {
+/// A JSON object file of a checkpoint (config.json, generation_config.json), read as a regular
+/// file of at most a few MB and parsed strictly.
+pub(crate) fn read_json_object(path: &Path) -> Result<Map<String, Value>> {
     let text = read_regular_to_string(path, MAX_CONFIG_BYTES).map_err(|source| ModelError::Io {
         path: path.to_path_buf(),
         source,

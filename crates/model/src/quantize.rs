@@ -11,7 +11,7 @@ use gattn_kernels::matmul::int8::layout::BLOCK;
 use gattn_kernels::matmul::{Q8_FORMAT, Q8Matrix};
 use gattn_tensor::{Checkpoint, DType};
 
-use crate::config::{QUANTIZATION_KEY, Qwen3Config};
+use crate::config::{QUANTIZATION_KEY, Qwen3Config, read_json_object};
 use crate::error::{ModelError, Result};
 use crate::init::safetensors_writer::{TensorSpec, write_safetensors};
 use crate::init::{tensor_specs, write_json};
@@ -69,7 +69,7 @@ pub fn quantize_checkpoint(src: &Path, out: &Path) -> Result<QuantizeSummary> {
     let (specs, sources) = output_tensors(&config, &checkpoint)?;
     create_empty_dir(out)?;
 
-    let mut config_json = read_json(&config_path)?;
+    let mut config_json = Value::Object(read_json_object(&config_path)?);
     if let Value::Object(object) = &mut config_json {
         object.insert(
             QUANTIZATION_KEY.into(),
@@ -209,16 +209,4 @@ fn create_empty_dir(dir: &Path) -> Result<()> {
         }
     }
     std::fs::create_dir_all(dir).map_err(io_error)
-}
-
-fn read_json(path: &Path) -> Result<Value> {
-    let io_error = |source| ModelError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let text = std::fs::read_to_string(path).map_err(io_error)?;
-    serde_json::from_str(&text).map_err(|e| ModelError::InvalidJson {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
-    })
 }
