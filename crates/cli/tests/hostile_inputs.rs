@@ -261,54 +261,26 @@ fn huge_and_zero_counts_are_refused_naming_the_flag() {
 fn non_finite_and_out_of_range_floats_are_refused() {
     let f = Fixture::new();
     let m = &f.path("model");
-    f.check(&[
-        case(
-            &["run", "-m", m, "-p", "hi", "--temperature", "NaN"],
-            2,
-            "--temperature",
-        ),
-        case(
-            &["run", "-m", m, "-p", "hi", "--temperature=-1"],
-            2,
-            "--temperature",
-        ),
-        case(
-            &["run", "-m", m, "-p", "hi", "--temperature", "inf"],
-            2,
-            "--temperature",
-        ),
-        case(
-            &["run", "-m", m, "-p", "hi", "--top-p", "NaN"],
-            2,
-            "--top-p",
-        ),
-        case(&["run", "-m", m, "-p", "hi", "--top-p=-0.5"], 2, "--top-p"),
-        case(
-            &["run", "-m", m, "-p", "hi", "--top-p", "1.5"],
-            2,
-            "--top-p",
-        ),
-        case(
-            &["run", "-m", m, "-p", "hi", "--rope-scaling", "yarn:NaN"],
-            2,
-            "--rope-scaling",
-        ),
-        case(
-            &["run", "-m", m, "-p", "hi", "--rope-scaling", "yarn:0.5"],
-            2,
-            "--rope-scaling",
-        ),
-        case(
-            &["info", "-m", m, "--rope-scaling", "linear:inf"],
-            2,
-            "--rope-scaling",
-        ),
-        case(
-            &["run", "-m", m, "-p", "hi", "--rope-scaling", "cubic:2"],
-            2,
-            "--rope-scaling",
-        ),
-    ]);
+    for (flag, value) in [
+        ("--temperature", "NaN"),
+        ("--temperature", "-1"),
+        ("--temperature", "inf"),
+        ("--top-p", "NaN"),
+        ("--top-p", "-0.5"),
+        ("--top-p", "1.5"),
+        ("--rope-scaling", "yarn:NaN"),
+        ("--rope-scaling", "yarn:0.5"),
+        ("--rope-scaling", "linear:inf"),
+        ("--rope-scaling", "cubic:2"),
+    ] {
+        let flag_value = format!("{flag}={value}");
+        f.check(&[case(&["run", "-m", m, "-p", "hi", &flag_value], 2, flag)]);
+    }
+    f.check(&[case(
+        &["info", "-m", m, "--rope-scaling", "yarn:0"],
+        2,
+        "--rope-scaling",
+    )]);
     // YaRN parameters from config.json: the field is named.
     for (field, value) in [
         ("beta_fast", serde_json::json!(-1.0)),
