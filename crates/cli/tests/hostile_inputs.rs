@@ -54,6 +54,16 @@ impl Fixture {
         to.to_str().unwrap().to_string()
     }
 
+    /// A copy of the tiny checkpoint as `name/` whose `file` is a FIFO.
+    #[cfg(unix)]
+    fn model_with_fifo(&self, name: &str, file: &str) -> String {
+        let copy = self.model_copy(name);
+        let path = format!("{copy}/{file}");
+        std::fs::remove_file(&path).unwrap();
+        mkfifo(&path);
+        copy
+    }
+
     /// Edits the JSON file `file` of the checkpoint copy `model`.
     fn edit_json(&self, model: &str, file: &str, edit: impl FnOnce(&mut serde_json::Value)) {
         let path = Path::new(model).join(file);
@@ -308,21 +318,14 @@ fn devices_fifos_and_directories_are_refused_without_hanging() {
     let dir = &f.path("model");
     let out = &f.path("out");
 
-    let fifo_config = f.model_copy("fifo-config");
-    std::fs::remove_file(Path::new(&fifo_config).join("config.json")).unwrap();
-    mkfifo(&format!("{fifo_config}/config.json"));
-    let fifo_shard = f.model_copy("fifo-shard");
-    std::fs::remove_file(Path::new(&fifo_shard).join("model.safetensors")).unwrap();
-    mkfifo(&format!("{fifo_shard}/model.safetensors"));
+    let fifo_config = f.model_with_fifo("fifo-config", "config.json");
+    let fifo_shard = f.model_with_fifo("fifo-shard", "model.safetensors");
+    let fifo_tokenizer = f.model_with_fifo("fifo-tokenizer", "tokenizer.json");
+    let fifo_template = f.model_with_fifo("fifo-template", "tokenizer_config.json");
     let dir_shard = f.model_copy("dir-shard");
-    std::fs::remove_file(Path::new(&dir_shard).join("model.safetensors")).unwrap();
-    std::fs::create_dir(Path::new(&dir_shard).join("model.safetensors")).unwrap();
-    let fifo_tokenizer = f.model_copy("fifo-tokenizer");
-    std::fs::remove_file(Path::new(&fifo_tokenizer).join("tokenizer.json")).unwrap();
-    mkfifo(&format!("{fifo_tokenizer}/tokenizer.json"));
-    let fifo_template = f.model_copy("fifo-template");
-    std::fs::remove_file(Path::new(&fifo_template).join("tokenizer_config.json")).unwrap();
-    mkfifo(&format!("{fifo_template}/tokenizer_config.json"));
+    let shard = Path::new(&dir_shard).join("model.safetensors");
+    std::fs::remove_file(&shard).unwrap();
+    std::fs::create_dir(&shard).unwrap();
 
     f.check(&[
         case(&["run", "-m", m, "-f", "/dev/zero"], 1, "character device"),
