@@ -19,11 +19,17 @@ pub const MIN_PROMPT_BYTES: u64 = 1 << 20;
 /// `value` of `flag` if it lies in `min..=max`; otherwise a usage error naming both bounds and
 /// `why` the upper one exists.
 pub fn check_count(flag: &str, value: usize, min: usize, max: usize, why: &str) -> Result<usize> {
-    if value < min {
-        return Err(usage(format!("{flag} {value}: must be at least {min}")));
-    }
+    check_at_least(flag, value, min)?;
     if value > max {
         return Err(usage(format!("{flag} {value}: at most {max} ({why})")));
+    }
+    Ok(value)
+}
+
+/// `value` of `flag` if it is at least `min` (a count with no upper bound of its own).
+pub fn check_at_least(flag: &str, value: usize, min: usize) -> Result<usize> {
+    if value < min {
+        return Err(usage(format!("{flag} {value}: must be at least {min}")));
     }
     Ok(value)
 }
@@ -40,11 +46,21 @@ pub fn check_threads(threads: Option<usize>) -> Result<Option<usize>> {
 /// context beyond the model's positions is allowed, as llama.cpp allows it.
 pub const MAX_CTX: usize = u32::MAX as usize;
 
+/// A count of tokens (`-c`, `--stride`): `min` to [`MAX_CTX`].
+pub fn check_tokens(flag: &str, value: usize, min: usize) -> Result<usize> {
+    check_count(
+        flag,
+        value,
+        min,
+        MAX_CTX,
+        "far beyond any model's positions",
+    )
+}
+
 /// `-c/--ctx` of a command that holds a KV cache of that many tokens (default: the model's
 /// max_position_embeddings, after --rope-scaling).
 pub fn check_ctx(ctx: Option<usize>, max_positions: usize) -> Result<usize> {
-    let why = "far beyond any model's positions";
-    check_count("--ctx", ctx.unwrap_or(max_positions), 1, MAX_CTX, why)
+    check_tokens("--ctx", ctx.unwrap_or(max_positions), 1)
 }
 
 /// Bytes of prompt text allowed for a context of `ctx` tokens (see [`PROMPT_BYTES_PER_TOKEN`]).

@@ -18,7 +18,7 @@ use gattn_model::{MemoryPlan, available_memory};
 
 use crate::args::ModelArgs;
 use crate::commands::{load_config, load_model, load_tokenizer, model_dir};
-use crate::limits::{MAX_CTX, check_count};
+use crate::limits::{check_at_least, check_count, check_tokens};
 
 /// Window length unless `-c` says otherwise (llama-perplexity's default), capped at the model's
 /// context.
@@ -79,16 +79,10 @@ pub fn run(args: PerplexityArgs) -> Result<()> {
     )?;
     // Counts are checked before the text is read; --chunks beyond the text's windows means all.
     if let Some(stride) = args.stride {
-        check_count(
-            "--stride",
-            stride,
-            1,
-            MAX_CTX,
-            "far beyond any model's positions",
-        )?;
+        check_tokens("--stride", stride, 1)?;
     }
     if let Some(chunks) = args.chunks {
-        check_count("--chunks", chunks, 1, usize::MAX, "")?;
+        check_at_least("--chunks", chunks, 1)?;
     }
     let dir = model_dir(&args.model.model)?;
     let config = load_config(&dir, &args.model.load)?;
@@ -98,6 +92,10 @@ pub fn run(args: PerplexityArgs) -> Result<()> {
             dir.display()
         );
     };
+    let ctx = args
+        .ctx
+        .unwrap_or(DEFAULT_CTX.min(config.max_position_embeddings));
+    check_tokens("--ctx", ctx, MIN_WINDOW)?;
     let (text, text_name) = match &args.file {
         Some(path) => (
             read_regular_to_string(path, MAX_TEXT_BYTES)
@@ -109,16 +107,6 @@ pub fn run(args: PerplexityArgs) -> Result<()> {
             "the builtin text (Northanger Abbey, ch. 1-5)".into(),
         ),
     };
-    let ctx = args
-        .ctx
-        .unwrap_or(DEFAULT_CTX.min(config.max_position_embeddings));
-    check_count(
-        "--ctx",
-        ctx,
-        MIN_WINDOW,
-        MAX_CTX,
-        "far beyond any model's positions",
-    )?;
     let tokens = tokenizer.encode(&text)?;
     if ctx > config.max_position_embeddings {
         eprintln!(
