@@ -1,8 +1,11 @@
-//! `gattn-cpu`: a thin command line over `gattn-model`. Bad arguments exit with 2 (clap), bad
-//! input files and failed runs with 1, always with a message naming what is wrong.
+//! `gattn-cpu`: a thin command line over `gattn-model`. Bad arguments exit with 2 (clap's, and
+//! our own checks': `failure.rs`), bad input files and failed runs with 1, always with a message
+//! naming what is wrong.
 
 mod args;
 mod commands;
+mod failure;
+mod limits;
 mod npy;
 
 use std::process::ExitCode;
@@ -29,8 +32,8 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("error: {error:#}");
-            ExitCode::from(1)
+            eprintln!("error: {}", failure::message(&error));
+            ExitCode::from(failure::exit_code(&error))
         }
     }
 }

@@ -156,7 +156,7 @@ fn a_layer_the_model_lacks_is_refused_with_a_message() {
             out.path().to_str().unwrap(),
         ],
     );
-    expect_exit(&o, 1);
+    expect_exit(&o, 2); // a flag value: a usage error
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
         err.contains("--layers 3") && err.contains("2 layers"),

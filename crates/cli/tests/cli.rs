@@ -412,7 +412,7 @@ fn rope_scaling_extends_the_default_context_and_bad_values_are_refused() {
         "--rope-scaling",
         "yarn:0.5",
     ]);
-    expect_exit(&o, 1);
+    expect_exit(&o, 2); // a flag value: a usage error
     assert!(stderr(&o).contains("yarn:0.5"), "{}", stderr(&o));
 }
 
@@ -576,7 +576,7 @@ fn bench_refuses_zero_counts_and_runs_beyond_the_context() {
     }
     // The tiny preset holds 4096 positions.
     let o = gattn_cpu(&["bench", "-m", model, "--depth", "4090", "--gen", "10"]);
-    expect_exit(&o, 1);
+    expect_exit(&o, 2);
     assert!(
         stderr(&o).contains("--depth 4090 + --gen 10 = 4100") && stderr(&o).contains("4096"),
         "{}",
@@ -608,7 +608,7 @@ fn bench_refuses_zero_counts_and_runs_beyond_the_context() {
     assert_eq!(json["decode"]["depth"], 6000);
     assert_eq!(json["decode"]["mean_kv_len"], 6001.5);
     let o = gattn_cpu(&["bench", "-m", model, "--prompt", "5000"]);
-    expect_exit(&o, 1);
+    expect_exit(&o, 2);
     assert!(stderr(&o).contains("--prompt 5000"), "{}", stderr(&o));
     let o = gattn_cpu(&["bench", "-m", "/nonexistent/model"]);
     expect_exit(&o, 1);

@@ -323,7 +323,7 @@ fn lengths_over_the_context_are_refused() {
     let o_ = out.to_str().unwrap();
     // The tiny preset holds 4096 positions.
     let o = gattn_cpu(&["ruler", "-m", m, "--lengths", "1024,8K", "--out", o_]);
-    expect_exit(&o, 1);
+    expect_exit(&o, 2); // a flag value: a usage error
     let err = stderr(&o);
     assert!(
         err.contains("--lengths 8192 is longer than the 4096 positions"),
@@ -346,7 +346,7 @@ fn lengths_over_the_context_are_refused() {
         "--out",
         o_,
     ]);
-    expect_exit(&o, 1);
+    expect_exit(&o, 2);
     let err = stderr(&o);
     assert!(err.contains("longer than the 8192 positions"), "{err}");
     assert!(
@@ -357,7 +357,7 @@ fn lengths_over_the_context_are_refused() {
 }
 
 #[test]
-fn qa_without_its_dataset_is_skipped_with_an_int8_kv_cache() {
+fn a_qa_task_named_without_its_dataset_is_a_usage_error() {
     let tmp = tempfile::tempdir().unwrap();
     let model = tmp.path().join("tiny");
     init_tiny(&model);
@@ -375,11 +375,12 @@ fn qa_without_its_dataset_is_skipped_with_an_int8_kv_cache() {
         "--out",
         out.to_str().unwrap(),
     ]);
-    expect_exit(&o, 0);
+    // Not an empty table and exit 0: the task asked for cannot run.
+    expect_exit(&o, 2);
     let err = stderr(&o);
-    assert!(err.contains("skipped: qa_1 needs --squad FILE"), "{err}");
-    assert_eq!(
-        read(&out.join("summary.csv")),
-        "task,length,score,samples,nulls\n"
+    assert!(
+        err.contains("--tasks names qa_1, which needs --squad"),
+        "{err}"
     );
+    assert!(!out.exists());
 }

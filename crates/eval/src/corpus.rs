@@ -3,6 +3,8 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
+use gattn_tensor::input_file::read_regular_to_string;
+use gattn_tensor::strict_json::parse_strict;
 use serde_json::Value;
 
 use crate::error::EvalError;
@@ -41,15 +43,19 @@ fn bad(path: &Path, reason: impl Into<String>) -> EvalError {
     }
 }
 
+/// RULER's largest input, HotpotQA's dev set, is 46 MB; an essay folder's files are smaller.
+const MAX_DATASET_BYTES: u64 = 256 << 20;
+
 fn read(path: &Path) -> Result<String, EvalError> {
-    std::fs::read_to_string(path).map_err(|source| EvalError::Io {
+    read_regular_to_string(path, MAX_DATASET_BYTES).map_err(|source| EvalError::Io {
         path: path.to_path_buf(),
         source,
     })
 }
 
+/// Strictly: a key given twice in a record is an error, not the last one silently.
 fn parse_json(path: &Path, text: &str) -> Result<Value, EvalError> {
-    serde_json::from_str(text).map_err(|source| EvalError::Json {
+    parse_strict(text).map_err(|source| EvalError::Json {
         path: path.to_path_buf(),
         source,
     })

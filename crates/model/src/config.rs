@@ -7,6 +7,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
+use gattn_tensor::input_file::read_regular_to_string;
+use gattn_tensor::strict_json::parse_strict_object;
+
 use crate::error::{ModelError, Result};
 
 /// Which of the paper's output gates the checkpoint has.
@@ -71,6 +74,45 @@ pub struct YarnParams {
     pub mscale: Option<f64>,
     pub mscale_all_dim: Option<f64>,
     pub truncate: bool,
+}
+
+impl YarnParams {
+    /// The ranges in which YaRN's formulas mean something: the betas are rotation counts
+    /// (`beta_fast` > `beta_slow` > 0, else the ramp runs backwards or takes a log of <= 0), and
+    /// the scales are positive. On failure: the field and why.
+    pub fn check(&self) -> std::result::Result<(), (&'static str, String)> {
+        let positive = |field: &'static str, value: f64| {
+            if value.is_finite() && value > 0.0 {
+                Ok(())
+            } else {
+                Err((field, format!("is {value}, expected a finite number > 0")))
+            }
+        };
+        positive("beta_fast", self.beta_fast)?;
+        positive("beta_slow", self.beta_slow)?;
+        if self.beta_fast <= self.beta_slow {
+            return Err((
+                "beta_fast",
+                format!(
+                    "is {}, expected more than beta_slow ({})",
+                    self.beta_fast, self.beta_slow
+                ),
+            ));
+        }
+        if let Some(factor) = self.attention_factor {
+            positive("attention_factor", factor)?;
+        }
+        // An mscale of 0 is legal (it turns the scale off); negative or NaN is not.
+        for (field, value) in [
+            ("mscale", self.mscale),
+            ("mscale_all_dim", self.mscale_all_dim),
+        ] {
+            if let Some(value) = value.filter(|v| !(v.is_finite() && *v >= 0.0)) {
+                return Err((field, format!("is {value}, expected a finite number >= 0")));
+            }
+        }
+        Ok(())
+    }
 }
 
 impl RopeScaling {
@@ -218,9 +260,11 @@ impl Qwen3Config {
             let object = read_json_object(&generation_path)?;
             let fields = Fields::new(&generation_path, &object);
             if let Some(ids) = fields.token_ids("eos_token_id")? {
+                fields.check_in_vocab("eos_token_id", &ids, config.vocab_size)?;
                 config.eos_token_ids = ids;
             }
             if let Some(ids) = fields.token_ids("bos_token_id")? {
+                fields.check_in_vocab("bos_token_id", &ids, config.vocab_size)?;
                 config.bos_token_id = ids.first().copied();
             }
         }
@@ -369,8 +413,20 @@ impl Qwen3Config {
             gate,
             bos_token_id: f
                 .token_ids("bos_token_id")?
+                .map(|ids| {
+                    f.check_in_vocab("bos_token_id", &ids, vocab_size)
+                        .map(|()| ids)
+                })
+                .transpose()?
                 .and_then(|ids| ids.first().copied()),
-            eos_token_ids: f.token_ids("eos_token_id")?.unwrap_or_default(),
+            eos_token_ids: f
+                .token_ids("eos_token_id")?
+                .map(|ids| {
+                    f.check_in_vocab("eos_token_id", &ids, vocab_size)
+                        .map(|()| ids)
+                })
+                .transpose()?
+                .unwrap_or_default(),
             quantized_int8: parse_quantization(path, &f)?,
         };
         let parameters = config.parameter_count_wide();
@@ -450,7 +506,7 @@ fn parse_rope_scaling(
                 Some(f) => check_factor(f)?,
                 None => max_position_embeddings as f64 / original as f64,
             };
-            Ok(RopeScaling::Yarn(YarnParams {
+            let yarn = YarnParams {
                 factor,
                 original_max_position_embeddings: original,
                 attention_factor: s.number("attention_factor")?,
@@ -459,7 +515,10 @@ fn parse_rope_scaling(
                 mscale: s.number("mscale")?,
                 mscale_all_dim: s.number("mscale_all_dim")?,
                 truncate: s.bool("truncate")?.unwrap_or(true),
-            }))
+            };
+            yarn.check()
+                .map_err(|(field, reason)| s.error(field, reason))?;
+            Ok(RopeScaling::Yarn(yarn))
         }
         other => Err(s.error(
             "rope_type",
@@ -468,26 +527,25 @@ fn parse_rope_scaling(
     }
 }
 
-fn read_json_object(path: &Path) -> Result<Map<String, Value>> {
-    let text = std::fs::read_to_string(path).map_err(|source| ModelError::Io {
+/// A config is a few KB; anything near this is not one.
+const MAX_CONFIG_BYTES: u64 = 4 << 20;
+
+/// A JSON object file of a checkpoint (config.json, generation_config.json), read as a regular
+/// file of at most a few MB and parsed strictly.
+pub(crate) fn read_json_object(path: &Path) -> Result<Map<String, Value>> {
+    let text = read_regular_to_string(path, MAX_CONFIG_BYTES).map_err(|source| ModelError::Io {
         path: path.to_path_buf(),
         source,
     })?;
     parse_json_object(path, &text)
 }
 
+/// Strictly: a key given twice is an error (which one would hold?), not the last one.
 fn parse_json_object(path: &Path, text: &str) -> Result<Map<String, Value>> {
-    match serde_json::from_str::<Value>(text) {
-        Ok(Value::Object(object)) => Ok(object),
-        Ok(_) => Err(ModelError::InvalidJson {
-            path: path.to_path_buf(),
-            reason: "the top level is not an object".into(),
-        }),
-        Err(e) => Err(ModelError::InvalidJson {
-            path: path.to_path_buf(),
-            reason: e.to_string(),
-        }),
-    }
+    parse_strict_object(text).map_err(|reason| ModelError::InvalidJson {
+        path: path.to_path_buf(),
+        reason,
+    })
 }
 
 /// Typed access to the fields of one JSON object, with errors that name file and field.
@@ -600,6 +658,17 @@ impl<'a> Fields<'a> {
             Some(v) => as_id(v)
                 .map(|id| Some(vec![id]))
                 .ok_or_else(|| self.wrong_type(field, "a token id or a list of them", v)),
+        }
+    }
+
+    /// A token id the model could never produce (or read) would never stop generation.
+    fn check_in_vocab(&self, field: &str, ids: &[u32], vocab_size: usize) -> Result<()> {
+        match ids.iter().find(|&&id| id as usize >= vocab_size) {
+            Some(id) => Err(self.error(
+                field,
+                format!("holds {id}, outside the vocabulary of {vocab_size} tokens (vocab_size)"),
+            )),
+            None => Ok(()),
         }
     }
 }

@@ -72,7 +72,7 @@ impl KvCache {
     pub fn bytes_needed(config: &Qwen3Config, ctx: usize, dtype: KvDtype) -> u64 {
         let per_token =
             KvLayer::bytes_per_token_for(dtype, config.num_key_value_heads, config.head_dim);
-        per_token as u64 * config.num_hidden_layers as u64 * ctx as u64
+        (per_token as u64 * config.num_hidden_layers as u64).saturating_mul(ctx as u64)
     }
 
     pub fn dtype(&self) -> KvDtype {

@@ -14,6 +14,7 @@ pub mod layers;
 pub mod memory;
 pub mod model;
 pub mod output;
+mod panic_guard;
 pub mod q8_checkpoint;
 pub mod quantize;
 pub mod rope;

@@ -30,12 +30,16 @@ impl MemoryPlan {
     ) -> MemoryPlan {
         let params = config.parameter_count();
         let embedding = (config.vocab_size * config.hidden_size) as u64;
+        // Saturating throughout: a plan for an absurd --ctx is "more than any machine", refused
+        // by `check_fits`, not an overflow.
         let weight_bytes = match format {
-            WeightFormat::F32 => params * 4,
-            WeightFormat::Bf16 => params * 2,
+            WeightFormat::F32 => params.saturating_mul(4),
+            WeightFormat::Bf16 => params.saturating_mul(2),
             // 1 byte + a 4-byte f32 scale per block of weights; the embedding table stays bf16
             // beside its int8 lm_head (tied or not).
-            WeightFormat::Int8 => params + params * 4 / BLOCK as u64 + embedding * 2,
+            WeightFormat::Int8 => params
+                .saturating_add(params.saturating_mul(4) / BLOCK as u64)
+                .saturating_add(embedding.saturating_mul(2)),
         };
         let chunk = chunk_tokens.min(ctx).max(1) as u64;
         let widest_row = [
@@ -51,12 +55,14 @@ impl MemoryPlan {
             weight_bytes,
             kv_cache_bytes: KvCache::bytes_needed(config, ctx, kv),
             // ~8 live activation buffers of the widest row per chunk token, in f32.
-            scratch_bytes: 8 * 4 * chunk * widest_row,
+            scratch_bytes: (8 * 4 * chunk).saturating_mul(widest_row),
         }
     }
 
     pub fn total(&self) -> u64 {
-        self.weight_bytes + self.kv_cache_bytes + self.scratch_bytes
+        self.weight_bytes
+            .saturating_add(self.kv_cache_bytes)
+            .saturating_add(self.scratch_bytes)
     }
 
     /// Refuses the plan, with the numbers, if it does not fit in `available` bytes.

@@ -11,7 +11,7 @@ use gattn_kernels::matmul::int8::layout::BLOCK;
 use gattn_kernels::matmul::{Q8_FORMAT, Q8Matrix};
 use gattn_tensor::{Checkpoint, DType};
 
-use crate::config::{QUANTIZATION_KEY, Qwen3Config};
+use crate::config::{QUANTIZATION_KEY, Qwen3Config, read_json_object};
 use crate::error::{ModelError, Result};
 use crate::init::safetensors_writer::{TensorSpec, write_safetensors};
 use crate::init::{prepare_checkpoint_dir, tensor_specs, write_json};
@@ -80,7 +80,7 @@ pub fn quantize_checkpoint_with(
     let (specs, sources) = output_tensors(&config, &checkpoint)?;
     prepare_checkpoint_dir(out, existing)?;
 
-    let mut config_json = read_json(&config_path)?;
+    let mut config_json = Value::Object(read_json_object(&config_path)?);
     if let Value::Object(object) = &mut config_json {
         object.insert(
             QUANTIZATION_KEY.into(),
@@ -159,6 +159,9 @@ fn output_tensors(
         if view.dtype != DType::BF16 && view.dtype != DType::F16 {
             view.expect_dtype(DType::F32)?;
         }
+        // Checked before anything is written: `run` would refuse the copy's NaN at the first
+        // token, far from the tensor that holds it.
+        view.expect_finite()?;
         if spec.shape.len() == 2 && spec.name != embed {
             quantized.push((spec.name.clone(), spec.shape[0], spec.shape[1]));
         }
@@ -201,16 +204,4 @@ fn output_tensors(
         specs.push(spec);
     }
     Ok((specs, sources))
-}
-
-fn read_json(path: &Path) -> Result<Value> {
-    let io_error = |source| ModelError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let text = std::fs::read_to_string(path).map_err(io_error)?;
-    serde_json::from_str(&text).map_err(|e| ModelError::InvalidJson {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
-    })
 }

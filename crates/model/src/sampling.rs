@@ -14,6 +14,29 @@ pub struct SamplingParams {
     pub seed: u64,
 }
 
+impl SamplingParams {
+    /// The ranges in which sampling means something (a NaN temperature would compare false
+    /// everywhere and sample garbage); on failure, the parameter's name and why.
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        if !(self.temperature.is_finite() && self.temperature >= 0.0) {
+            return Err((
+                "temperature",
+                format!(
+                    "is {}, expected a number >= 0 (0 = greedy)",
+                    self.temperature
+                ),
+            ));
+        }
+        if !(self.top_p > 0.0 && self.top_p <= 1.0) {
+            return Err((
+                "top_p",
+                format!("is {}, expected a number in (0, 1]", self.top_p),
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl Default for SamplingParams {
     fn default() -> Self {
         SamplingParams {

@@ -2,7 +2,13 @@
 
 use std::path::{Path, PathBuf};
 
+use gattn_tensor::input_file::read_regular;
+
 use crate::error::{ModelError, Result};
+use crate::panic_guard;
+
+/// Qwen3's tokenizer.json is 11 MB; a file 20 times larger is not a tokenizer.
+const MAX_TOKENIZER_BYTES: u64 = 256 << 20;
 
 pub struct Tokenizer {
     inner: tokenizers::Tokenizer,
@@ -17,10 +23,17 @@ impl Tokenizer {
                 reason: "not found (use --prompt-ids and --output ids with a checkpoint that has no tokenizer)".into(),
             });
         }
-        let inner = tokenizers::Tokenizer::from_file(path).map_err(|e| ModelError::Tokenizer {
+        let bytes = read_regular(path, MAX_TOKENIZER_BYTES).map_err(|source| ModelError::Io {
             path: path.to_path_buf(),
-            reason: e.to_string(),
+            source,
         })?;
+        let fail = |reason: String| ModelError::Tokenizer {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let inner = panic_guard::catch(|| tokenizers::Tokenizer::from_bytes(&bytes))
+            .map_err(|panic| fail(format!("the tokenizer library failed on it: {panic}")))?
+            .map_err(|e| fail(e.to_string()))?;
         Ok(Tokenizer {
             inner,
             path: path.to_path_buf(),
@@ -35,14 +48,23 @@ impl Tokenizer {
     /// Token ids of `text`, without adding special tokens (the text itself may contain them).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
         let encoding = self
-            .inner
-            .encode_fast(text, false)
+            .guarded(|inner| inner.encode_fast(text, false))?
             .map_err(|e| self.error(e))?;
         Ok(encoding.get_ids().to_vec())
     }
 
     pub fn decode(&self, ids: &[u32]) -> Result<String> {
-        self.inner.decode(ids, false).map_err(|e| self.error(e))
+        self.guarded(|inner| inner.decode(ids, false))?
+            .map_err(|e| self.error(e))
+    }
+
+    /// A panic inside the tokenizer library (a pre-tokenizer regex that backtracks without end
+    /// panics in the regex engine) becomes an error naming this tokenizer.json.
+    fn guarded<T>(&self, f: impl FnOnce(&tokenizers::Tokenizer) -> T) -> Result<T> {
+        panic_guard::catch(|| f(&self.inner)).map_err(|panic| ModelError::Tokenizer {
+            path: self.path.clone(),
+            reason: format!("the tokenizer library failed (its regex or model?): {panic}"),
+        })
     }
 
     pub fn token_to_id(&self, token: &str) -> Option<u32> {

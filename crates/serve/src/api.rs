@@ -43,24 +43,16 @@ impl SamplingFields {
     /// Temperature 1 and no truncation unless asked, as OpenAI; seed 0 unless given, so the
     /// same request gives the same text.
     pub fn sampling(&self) -> Result<SamplingParams, ApiError> {
-        let temperature = self.temperature.unwrap_or(1.0);
-        if !(temperature.is_finite() && temperature >= 0.0) {
-            return Err(ApiError::bad_request(format!(
-                "temperature must be a number >= 0 (0 = greedy), not {temperature}"
-            )));
-        }
-        let top_p = self.top_p.unwrap_or(1.0);
-        if !(top_p > 0.0 && top_p <= 1.0) {
-            return Err(ApiError::bad_request(format!(
-                "top_p must be in (0, 1], not {top_p}"
-            )));
-        }
-        Ok(SamplingParams {
-            temperature,
+        let params = SamplingParams {
+            temperature: self.temperature.unwrap_or(1.0),
             top_k: self.top_k.map_or(0, |k| k.max(0) as usize),
-            top_p,
+            top_p: self.top_p.unwrap_or(1.0),
             seed: self.seed.unwrap_or(0) as u64,
-        })
+        };
+        params
+            .check()
+            .map_err(|(field, why)| ApiError::bad_request(format!("{field} {why}")))?;
+        Ok(params)
     }
 
     /// `max_tokens` (or `max_completion_tokens`), `default` when absent.

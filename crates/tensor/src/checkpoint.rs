@@ -5,11 +5,14 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Component, Path, PathBuf};
 
 use crate::error::{Result, TensorError};
+use crate::input_file::read_regular_to_string;
 use crate::safetensors_file::SafetensorsFile;
 use crate::view::{MappedTensor, TensorView};
 
 pub const SINGLE_FILE: &str = "model.safetensors";
 pub const INDEX_FILE: &str = "model.safetensors.index.json";
+/// A shard index lists tensor names (a few hundred, some 10 KB); more is not an index.
+const MAX_INDEX_BYTES: u64 = 64 << 20;
 
 #[derive(Debug)]
 pub struct Checkpoint {
@@ -23,10 +26,20 @@ impl Checkpoint {
     /// Opens the weights of a Hugging Face checkpoint directory (sharded or not).
     pub fn open_dir(dir: &Path) -> Result<Self> {
         let index_path = dir.join(INDEX_FILE);
+        let single = dir.join(SINGLE_FILE);
+        // Both present: which one holds the weights is a guess, so neither is read.
+        if index_path.exists() && single.exists() {
+            return Err(TensorError::InvalidIndex {
+                path: index_path,
+                reason: format!(
+                    "the directory has both {SINGLE_FILE} and {INDEX_FILE}: remove the one that \
+                     is not the checkpoint"
+                ),
+            });
+        }
         if index_path.exists() {
             return Self::open_sharded(dir, &index_path);
         }
-        let single = dir.join(SINGLE_FILE);
         if !single.exists() {
             return Err(TensorError::Io {
                 path: single,
@@ -40,9 +53,11 @@ impl Checkpoint {
     }
 
     fn open_sharded(dir: &Path, index_path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(index_path).map_err(|source| TensorError::Io {
-            path: index_path.to_path_buf(),
-            source,
+        let text = read_regular_to_string(index_path, MAX_INDEX_BYTES).map_err(|source| {
+            TensorError::Io {
+                path: index_path.to_path_buf(),
+                source,
+            }
         })?;
         let index = parse_shard_index(index_path, &text)?;
         let mut files = Vec::with_capacity(index.shards.len());
@@ -162,7 +177,8 @@ pub fn parse_shard_index(path: &Path, text: &str) -> Result<ShardIndex> {
     struct RawIndex {
         weight_map: BTreeMap<String, String>,
     }
-    let raw: RawIndex = serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?;
+    let value = crate::strict_json::parse_strict(text).map_err(|e| invalid(e.to_string()))?;
+    let raw: RawIndex = serde_json::from_value(value).map_err(|e| invalid(e.to_string()))?;
     if raw.weight_map.is_empty() {
         return Err(invalid("`weight_map` is empty".to_string()));
     }

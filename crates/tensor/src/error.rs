@@ -34,6 +34,13 @@ pub enum TensorError {
         expected: String,
         found: String,
     },
+    #[error("{path}: tensor `{name}` holds {value} at element {index}: the weights must be finite")]
+    NonFinite {
+        path: PathBuf,
+        name: String,
+        index: usize,
+        value: String,
+    },
     #[error("{path}: invalid shard index: {reason}")]
     InvalidIndex { path: PathBuf, reason: String },
 }

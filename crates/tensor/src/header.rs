@@ -66,7 +66,7 @@ pub(crate) fn parse_header(path: &Path, bytes: &[u8]) -> Result<Header> {
     };
     let text = std::str::from_utf8(header_bytes)
         .map_err(|e| invalid(format!("header is not UTF-8: {e}")))?;
-    let object: Map<String, Value> = match serde_json::from_str(text) {
+    let object: Map<String, Value> = match crate::strict_json::parse_strict(text) {
         Ok(Value::Object(object)) => object,
         Ok(_) => return Err(invalid("header is not a JSON object".to_string())),
         Err(e) => return Err(invalid(format!("header is not valid JSON: {e}"))),

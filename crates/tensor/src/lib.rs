@@ -5,8 +5,10 @@ pub mod checkpoint;
 pub mod dtype;
 pub mod error;
 mod header;
+pub mod input_file;
 pub mod safetensors_file;
 mod storage;
+pub mod strict_json;
 pub mod view;
 
 pub use checkpoint::{Checkpoint, ShardIndex, parse_shard_index};

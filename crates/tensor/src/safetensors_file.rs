@@ -3,7 +3,6 @@
 //! as long as the header says), so every view handed out afterwards is in bounds.
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -12,6 +11,7 @@ use memmap2::Mmap;
 use crate::error::{Result, TensorError};
 pub use crate::header::TensorLocation;
 use crate::header::parse_header;
+use crate::input_file::open_regular;
 use crate::storage::FileBytes;
 use crate::view::{MappedTensor, TensorView};
 
@@ -29,7 +29,8 @@ impl SafetensorsFile {
             path: path.to_path_buf(),
             source,
         };
-        let file = File::open(path).map_err(io_err)?;
+        // Only a regular file is mapped (a FIFO or a directory is refused, saying so).
+        let (file, _) = open_regular(path, u64::MAX).map_err(io_err)?;
         // SAFETY: the file is mapped read-only; like every mmap-based loader (llama.cpp, candle) we
         // assume the checkpoint is not truncated by another process while it is in use.
         let mmap = unsafe { Mmap::map(&file) }.map_err(io_err)?;

@@ -63,6 +63,44 @@ impl<'a> TensorView<'a> {
         Ok(())
     }
 
+    /// The index of the first NaN or infinity, read from the bits (no copy; integer dtypes have
+    /// none): a float is non-finite exactly when its exponent bits are all ones.
+    pub fn first_non_finite(&self) -> Option<usize> {
+        let b = self.bytes;
+        match self.dtype {
+            DType::F32 => b.chunks_exact(4).position(|c| {
+                u32::from_le_bytes([c[0], c[1], c[2], c[3]]) & 0x7F80_0000 == 0x7F80_0000
+            }),
+            DType::BF16 => b
+                .chunks_exact(2)
+                .position(|c| u16::from_le_bytes([c[0], c[1]]) & 0x7F80 == 0x7F80),
+            DType::F16 => b
+                .chunks_exact(2)
+                .position(|c| u16::from_le_bytes([c[0], c[1]]) & 0x7C00 == 0x7C00),
+            DType::I8 | DType::U8 => None,
+        }
+    }
+
+    /// Fails, naming the tensor and the element, if any value is NaN or infinite.
+    pub fn expect_finite(&self) -> Result<()> {
+        let Some(index) = self.first_non_finite() else {
+            return Ok(());
+        };
+        let size = self.dtype.size_in_bytes();
+        let value = TensorView {
+            shape: &[1],
+            bytes: &self.bytes[index * size..][..size],
+            ..*self
+        }
+        .to_f32_vec()?[0];
+        Err(TensorError::NonFinite {
+            path: self.path.to_path_buf(),
+            name: self.name.to_string(),
+            index,
+            value: value.to_string(),
+        })
+    }
+
     /// Converts any float dtype to f32 (a copy; the reference path computes in f32).
     pub fn to_f32_vec(&self) -> Result<Vec<f32>> {
         let b = self.bytes;
@@ -165,5 +203,48 @@ impl MappedTensor {
             return None;
         }
         bytemuck::try_cast_slice(self.bytes()).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_non_finite_value_is_found_in_every_float_dtype() {
+        let path = Path::new("w.safetensors");
+        let cases: [(DType, Vec<u8>); 3] = [
+            (
+                DType::F32,
+                [1.0f32, -2.0, f32::NAN, f32::INFINITY]
+                    .iter()
+                    .flat_map(|v| v.to_le_bytes())
+                    .collect(),
+            ),
+            (
+                DType::BF16,
+                [1.0f32, -2.0, f32::NAN, f32::INFINITY]
+                    .iter()
+                    .flat_map(|&v| bf16::from_f32(v).to_le_bytes())
+                    .collect(),
+            ),
+            (
+                DType::F16,
+                [1.0f32, -2.0, f32::INFINITY, f32::NAN]
+                    .iter()
+                    .flat_map(|&v| f16::from_f32(v).to_le_bytes())
+                    .collect(),
+            ),
+        ];
+        for (dtype, bytes) in &cases {
+            let view = TensorView::new("w", path, *dtype, &[4], bytes);
+            assert_eq!(view.first_non_finite(), Some(2), "{dtype}");
+            let finite =
+                TensorView::new("w", path, *dtype, &[2], &bytes[..2 * dtype.size_in_bytes()]);
+            assert_eq!(finite.first_non_finite(), None, "{dtype}");
+            assert!(finite.expect_finite().is_ok());
+            let e = view.expect_finite().unwrap_err().to_string();
+            assert!(e.contains("tensor `w`") && e.contains("element 2"), "{e}");
+        }
     }
 }

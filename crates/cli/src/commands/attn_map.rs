@@ -16,6 +16,7 @@ use gattn_model::{Backend, Existing, ModelSource};
 
 use crate::args::{ModelsArgs, PromptArgs};
 use crate::commands::{init_threads, load_model_on, load_tokenizer, model_dir, prompt_ids};
+use crate::failure::OrUsage;
 use crate::npy;
 
 #[derive(Args)]
@@ -66,9 +67,14 @@ pub fn run(args: AttnMapArgs) -> Result<()> {
         // f32, so the maps are the model's own, not a bf16 cache's.
         let model = load_model_on(&dir, &args.models.load, Some(Backend::Reference))?;
         let layers = parse_layers(&args.layers, model.layers.len())
-            .with_context(|| format!("model {source}"))?;
+            .with_context(|| format!("model {source}"))
+            .or_usage()?;
         let tokenizer = load_tokenizer(&dir)?;
-        let tokens = prompt_ids(&args.prompt, tokenizer.as_ref())?;
+        let tokens = prompt_ids(
+            &args.prompt,
+            tokenizer.as_ref(),
+            model.config.max_position_embeddings,
+        )?;
         let maps = head_averaged_maps(&model, &tokens, &layers)
             .with_context(|| format!("attention maps of {source}"))?;
         let labels = match &tokenizer {

@@ -11,6 +11,7 @@ use gattn_model::{Backend, ChunkProgress, available_memory, run_bench};
 
 use crate::args::{BenchArgs, DepthFillArg};
 use crate::commands::{load_config, load_model, model_dir};
+use crate::failure::OrUsage;
 
 /// The JSON document: the checkpoint directory beside the report.
 #[derive(Serialize)]
@@ -39,7 +40,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         probe_passes: PROBE_PASSES,
         prefill_only: args.prefill_only,
     };
-    settings.validate(&config)?;
+    settings.validate(&config).or_usage()?;
     // Checked before the weights and the cache are allocated, as `run` does.
     let format = args.model.load.weights.resolve(dir)?;
     memory_plan(

@@ -7,6 +7,7 @@ use gattn_model::{KvCache, MemoryPlan, RopeScaling, available_memory};
 
 use crate::args::InfoArgs;
 use crate::commands::{init_threads, model_dir, rope_scaling};
+use crate::limits::check_ctx;
 
 pub fn run(args: InfoArgs) -> Result<()> {
     init_threads(args.threads)?;
@@ -35,7 +36,7 @@ pub fn run(args: InfoArgs) -> Result<()> {
         model.set_rope_scaling(scaling);
     }
     let config = &model.config;
-    let ctx = args.ctx.unwrap_or(config.max_position_embeddings);
+    let ctx = check_ctx(args.ctx, config.max_position_embeddings)?;
     println!("model:     {}", dir.display());
     println!("gate:      {}", config.gate.name());
     println!(

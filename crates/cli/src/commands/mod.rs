@@ -21,8 +21,11 @@ use gattn_model::{
     Backend, KvDtype, ModelSource, Qwen3Config, Qwen3Model, RopeScaling, Tokenizer, WeightFormat,
 };
 use gattn_tensor::Checkpoint;
+use gattn_tensor::input_file::read_regular_to_string;
 
 use crate::args::{KvArg, LoadArgs, ModelArgs, PromptArgs, WeightsArg};
+use crate::failure::{OrUsage, usage};
+use crate::limits::{check_threads, prompt_byte_limit};
 
 impl KvArg {
     /// The storage asked for; auto is the backend's own ([`Backend::default_kv_dtype`]: f32 for
@@ -63,10 +66,7 @@ impl WeightsArg {
 /// Builds the global rayon pool once, with `threads` workers (default: all cores).
 pub fn init_threads(threads: Option<usize>) -> Result<()> {
     let mut builder = rayon::ThreadPoolBuilder::new();
-    if let Some(n) = threads {
-        if n == 0 {
-            bail!("--threads must be at least 1");
-        }
+    if let Some(n) = check_threads(threads)? {
         builder = builder.num_threads(n);
     }
     builder
@@ -124,8 +124,9 @@ pub fn rope_scaling(text: Option<&str>, config: &Qwen3Config) -> Result<Option<R
     let Some(text) = text else {
         return Ok(None);
     };
-    let scaling =
-        RopeScaling::parse_cli(text, config.max_position_embeddings).map_err(anyhow::Error::msg)?;
+    let scaling = RopeScaling::parse_cli(text, config.max_position_embeddings)
+        .map_err(anyhow::Error::msg)
+        .or_usage()?;
     Ok(Some(scaling))
 }
 
@@ -138,14 +139,32 @@ pub fn load_tokenizer(dir: &Path) -> Result<Option<Tokenizer>> {
     }
 }
 
-pub fn prompt_ids(prompt: &PromptArgs, tokenizer: Option<&Tokenizer>) -> Result<Vec<u32>> {
+/// The prompt's token ids. Text longer than [`prompt_byte_limit`] of `ctx` is refused before
+/// the tokenizer sees it (it could not fit anyway, and tokenizing it all could take gigabytes).
+pub fn prompt_ids(
+    prompt: &PromptArgs,
+    tokenizer: Option<&Tokenizer>,
+    ctx: usize,
+) -> Result<Vec<u32>> {
     if let Some(ids) = &prompt.prompt_ids {
         return Ok(ids.clone());
     }
+    let limit = prompt_byte_limit(ctx);
+    let too_long = |bytes: usize| {
+        usage(format!(
+            "the prompt is {bytes} bytes, more than the {limit} read for a context of {ctx} tokens"
+        ))
+    };
     let text = match (&prompt.prompt, &prompt.prompt_file) {
+        (Some(text), _) if text.len() as u64 > limit => return Err(too_long(text.len())),
         (Some(text), _) => text.clone(),
-        (None, Some(path)) => std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read the prompt file {}", path.display()))?,
+        (None, Some(path)) => read_regular_to_string(path, limit)
+            .with_context(|| {
+                format!(
+                    "cannot read the prompt file {} (at most {limit} bytes for a context of {ctx} tokens)",
+                    path.display()
+                )
+            })?,
         (None, None) => bail!("give a prompt: --prompt, --prompt-file or --prompt-ids"),
     };
     let Some(tokenizer) = tokenizer else {

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
+use gattn_tensor::input_file::read_regular_to_string;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use gattn_eval::perplexity::{
@@ -17,10 +18,17 @@ use gattn_model::{MemoryPlan, available_memory};
 
 use crate::args::ModelArgs;
 use crate::commands::{load_config, load_model, load_tokenizer, model_dir};
+use crate::limits::{check_at_least, check_count, check_tokens};
 
 /// Window length unless `-c` says otherwise (llama-perplexity's default), capped at the model's
 /// context.
 const DEFAULT_CTX: usize = 512;
+/// A text to score is read whole and tokenized: 64 MiB is 50 times wikitext-2's test set.
+const MAX_TEXT_BYTES: u64 = 64 << 20;
+/// A window scores its second half: 4 tokens is the least that leaves two scored.
+const MIN_WINDOW: usize = 4;
+/// More saved log-probabilities per position than any KL estimate needs.
+const MAX_SAVED_TOP_K: usize = 1 << 16;
 
 #[derive(Args)]
 pub struct PerplexityArgs {
@@ -62,8 +70,19 @@ pub struct PerplexityArgs {
 }
 
 pub fn run(args: PerplexityArgs) -> Result<()> {
-    if args.top_k == 0 {
-        bail!("--top-k must be at least 1");
+    check_count(
+        "--top-k",
+        args.top_k,
+        1,
+        MAX_SAVED_TOP_K,
+        "log-probabilities saved per position",
+    )?;
+    // Counts are checked before the text is read; --chunks beyond the text's windows means all.
+    if let Some(stride) = args.stride {
+        check_tokens("--stride", stride, 1)?;
+    }
+    if let Some(chunks) = args.chunks {
+        check_at_least("--chunks", chunks, 1)?;
     }
     let dir = model_dir(&args.model.model)?;
     let config = load_config(&dir, &args.model.load)?;
@@ -73,9 +92,13 @@ pub fn run(args: PerplexityArgs) -> Result<()> {
             dir.display()
         );
     };
+    let ctx = args
+        .ctx
+        .unwrap_or(DEFAULT_CTX.min(config.max_position_embeddings));
+    check_tokens("--ctx", ctx, MIN_WINDOW)?;
     let (text, text_name) = match &args.file {
         Some(path) => (
-            std::fs::read_to_string(path)
+            read_regular_to_string(path, MAX_TEXT_BYTES)
                 .with_context(|| format!("cannot read the text file {}", path.display()))?,
             path.display().to_string(),
         ),
@@ -85,9 +108,6 @@ pub fn run(args: PerplexityArgs) -> Result<()> {
         ),
     };
     let tokens = tokenizer.encode(&text)?;
-    let ctx = args
-        .ctx
-        .unwrap_or(DEFAULT_CTX.min(config.max_position_embeddings));
     if ctx > config.max_position_embeddings {
         eprintln!(
             "warning: -c {ctx} is beyond the model's context of {} tokens (see --rope-scaling)",

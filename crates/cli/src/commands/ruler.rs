@@ -6,15 +6,17 @@ use std::path::PathBuf;
 use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
 
-use gattn_eval::TaskName;
 use gattn_eval::run::{
     LabelledRun, MergeOptions, RESULTS_FILE, RunOptions, Shard, compare_runs, default_label,
     length_label, merge_runs, run_ruler,
 };
+use gattn_eval::{QaSource, TaskFamily, TaskName};
 use gattn_model::ModelSource;
 
 use crate::args::{KvArg, WeightsArg};
 use crate::commands::{init_threads, model_dir};
+use crate::failure::{OrUsage, usage};
+use crate::limits::check_count;
 use gattn_model::{Backend, Existing};
 
 /// `gattn-cpu ruler [OPTIONS] --model DIR --out DIR`, or `gattn-cpu ruler merge|compare ...`.
@@ -158,6 +160,10 @@ fn evaluate(args: RulerRunArgs) -> Result<()> {
     let (Some(model), Some(out)) = (&args.model, args.out.clone()) else {
         bail!("give --out DIR (and --model) to run, or a subcommand (merge, compare)");
     };
+    let tasks = TaskName::parse_list(&args.tasks).or_usage()?;
+    let shard = args.shard.parse::<Shard>().or_usage()?;
+    check_plan_size(&args, tasks.len())?;
+    check_qa_datasets(&args, &tasks)?;
     init_threads(args.threads)?;
     let dir = model_dir(model)?;
     let weights = args.weights.resolve(&dir)?;
@@ -166,12 +172,12 @@ fn evaluate(args: RulerRunArgs) -> Result<()> {
         model_dir: dir,
         kv: args.kv.resolve(Backend::for_format(weights)),
         rope_scaling: args.rope_scaling.clone(),
-        tasks: TaskName::parse_list(&args.tasks)?,
+        tasks,
         lengths: args.lengths.clone(),
         samples: args.samples,
         seed: args.seed,
         chat: args.chat,
-        shard: args.shard.parse::<Shard>()?,
+        shard,
         essays: args.essays.clone(),
         squad: args.squad.clone(),
         hotpotqa: args.hotpotqa.clone(),
@@ -203,6 +209,59 @@ fn evaluate(args: RulerRunArgs) -> Result<()> {
         },
         out.join(RESULTS_FILE).display()
     );
+    Ok(())
+}
+
+/// Samples per task and length at most (RULER's own runs use 500): the plan of every sample is
+/// built up front, so its size is bounded before anything else.
+const MAX_SAMPLES: usize = 100_000;
+/// Samples in one plan at most (tasks x lengths x samples), some tens of MB of plan.
+const MAX_PLAN: usize = 1 << 20;
+
+fn check_plan_size(args: &RulerRunArgs, tasks: usize) -> Result<()> {
+    check_count(
+        "--samples",
+        args.samples,
+        1,
+        MAX_SAMPLES,
+        "per task and length",
+    )?;
+    let planned = tasks
+        .checked_mul(args.lengths.len())
+        .and_then(|n| n.checked_mul(args.samples))
+        .filter(|&n| n <= MAX_PLAN);
+    if planned.is_none() {
+        return Err(usage(format!(
+            "{tasks} tasks x {} lengths x --samples {} is more than the {MAX_PLAN} samples one run plans; \
+             split it into several runs",
+            args.lengths.len(),
+            args.samples
+        )));
+    }
+    Ok(())
+}
+
+/// A QA task named in --tasks needs its dataset: without it the run would be an empty table.
+/// (`--tasks all` skips the QA tasks whose dataset is not given, saying so, as RULER does.)
+fn check_qa_datasets(args: &RulerRunArgs, tasks: &[TaskName]) -> Result<()> {
+    if args.tasks.trim() == "all" {
+        return Ok(());
+    }
+    for &task in tasks {
+        let TaskFamily::Qa { dataset } = task.config().family else {
+            continue;
+        };
+        let (given, flag) = match dataset {
+            QaSource::Squad => (args.squad.is_some(), "--squad FILE (SQuAD v2.0 dev JSON)"),
+            QaSource::HotpotQa => (
+                args.hotpotqa.is_some(),
+                "--hotpotqa FILE (HotpotQA distractor dev JSON)",
+            ),
+        };
+        if !given {
+            return Err(usage(format!("--tasks names {task}, which needs {flag}")));
+        }
+    }
     Ok(())
 }
 

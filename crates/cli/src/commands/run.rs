@@ -13,18 +13,26 @@ use gattn_model::{
 use crate::args::{OutputArg, RunArgs, TruncateArg};
 use crate::commands::progress::PrefillProgress;
 use crate::commands::{load_config, load_model, load_tokenizer, model_dir, prompt_ids};
+use crate::failure::usage;
+use crate::limits::check_ctx;
 
 pub fn run(args: RunArgs) -> Result<()> {
     let dir = model_dir(&args.model.model)?;
     let config = load_config(&dir, &args.model.load)?;
+    let ctx = check_ctx(args.ctx, config.max_position_embeddings)?;
+    let sampling = SamplingParams {
+        temperature: args.temperature,
+        top_k: args.top_k,
+        top_p: args.top_p,
+        seed: args.seed,
+    };
+    sampling
+        .check()
+        .map_err(|(name, why)| usage(format!("--{}: {why}", name.replace('_', "-"))))?;
     let tokenizer = load_tokenizer(&dir)?;
-    let mut prompt = prompt_ids(&args.prompt, tokenizer.as_ref())?;
+    let mut prompt = prompt_ids(&args.prompt, tokenizer.as_ref(), ctx)?;
     if args.output == OutputArg::Text && tokenizer.is_none() {
         bail!("the checkpoint has no tokenizer.json: use --output ids");
-    }
-    let ctx = args.ctx.unwrap_or(config.max_position_embeddings);
-    if ctx == 0 {
-        bail!("--ctx must be at least 1");
     }
     fit_prompt(&mut prompt, ctx, args.truncate)?;
     // Everything the run will need, checked before the weights and the cache are allocated.
@@ -42,12 +50,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     let interrupt = stop_on_ctrl_c()?;
     let mut progress = PrefillProgress::new(prompt.len(), model.prefill_chunk);
     let mut cache = model.new_cache(ctx);
-    let mut sampler = Sampler::new(SamplingParams {
-        temperature: args.temperature,
-        top_k: args.top_k,
-        top_p: args.top_p,
-        seed: args.seed,
-    });
+    let mut sampler = Sampler::new(sampling);
 
     let stdout = std::io::stdout();
     let mut out = stdout.lock();

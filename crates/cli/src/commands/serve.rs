@@ -11,6 +11,7 @@ use gattn_serve::{ServeOptions, ServedModel};
 
 use crate::args::ModelArgs;
 use crate::commands::{load_config, load_model, load_tokenizer, model_dir};
+use crate::limits::{MAX_THREADS, check_count, check_ctx};
 
 /// Request bodies larger than this are refused (413): room for a 128K-token prompt as text or ids.
 const MAX_BODY_BYTES: usize = 16 << 20;
@@ -48,10 +49,14 @@ pub fn run(args: ServeArgs) -> Result<()> {
             dir.display()
         );
     };
-    let ctx = args.ctx.unwrap_or(config.max_position_embeddings);
-    if ctx == 0 {
-        bail!("--ctx must be at least 1");
-    }
+    let ctx = check_ctx(args.ctx, config.max_position_embeddings)?;
+    check_count(
+        "--parallel",
+        args.parallel,
+        1,
+        MAX_THREADS,
+        "one worker thread each",
+    )?;
     // Every worker has its own KV cache and scratch: all of them must fit beside the weights.
     let format = args.model.load.weights.resolve(&dir)?;
     let mut plan = MemoryPlan::new(
@@ -61,8 +66,8 @@ pub fn run(args: ServeArgs) -> Result<()> {
         ctx,
         args.model.load.prefill_chunk,
     );
-    plan.kv_cache_bytes *= args.parallel as u64;
-    plan.scratch_bytes *= args.parallel as u64;
+    plan.kv_cache_bytes = plan.kv_cache_bytes.saturating_mul(args.parallel as u64);
+    plan.scratch_bytes = plan.scratch_bytes.saturating_mul(args.parallel as u64);
     plan.check_fits(available_memory(), ctx)
         .with_context(|| format!("--parallel {} KV caches do not fit", args.parallel))?;
 

@@ -29,9 +29,13 @@ pub fn run(args: SinkArgs) -> Result<()> {
     let mut reports: Vec<SinkReport> = Vec::new();
     for source in &args.models.models {
         let dir = model_dir(source)?;
-        let tokenizer = load_tokenizer(&dir)?;
-        let tokens = prompt_ids(&args.prompt, tokenizer.as_ref())?;
         let config = gattn_model::Qwen3Config::from_dir(&dir)?;
+        let tokenizer = load_tokenizer(&dir)?;
+        let tokens = prompt_ids(
+            &args.prompt,
+            tokenizer.as_ref(),
+            config.max_position_embeddings,
+        )?;
         MemoryPlan::new(
             &config,
             args.models.load.weights.resolve(&dir)?,

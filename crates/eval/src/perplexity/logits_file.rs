@@ -27,6 +27,7 @@
 //! sign and order; a bad file is an error naming the file and the field, never a panic or an
 //! allocation sized by the file.
 
+use gattn_tensor::input_file::open_regular;
 use std::fs::File;
 use std::io::{BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -284,8 +285,8 @@ impl LogitsFileReader {
             path: path.to_path_buf(),
             source,
         };
-        let file = File::open(path).map_err(io)?;
-        let len = file.metadata().map_err(io)?.len();
+        // Streamed record by record, so any size is fine; but only a regular file (a FIFO blocks).
+        let (file, len) = open_regular(path, u64::MAX).map_err(io)?;
         let bad = |field: &str, reason: String| PerplexityError::BadLogitsFile {
             path: path.to_path_buf(),
             field: field.to_string(),

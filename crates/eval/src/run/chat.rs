@@ -3,10 +3,19 @@
 
 use std::path::{Path, PathBuf};
 
+use gattn_tensor::input_file::read_regular_to_string;
+use gattn_tensor::strict_json::parse_strict;
 use minijinja::{Environment, Error, ErrorKind, context};
 use serde_json::Value;
 
 use crate::run::error::RunError;
+
+/// tokenizer_config.json is some KB (Qwen3's: 10 KB with its template).
+const MAX_CONFIG_BYTES: u64 = 16 << 20;
+
+/// Template instructions one render may run: Qwen3's template over a long conversation needs
+/// some thousands; ten million is a runaway loop (stopped in about a second).
+const TEMPLATE_FUEL: u64 = 10_000_000;
 
 /// The chat template of a checkpoint. RULER puts the whole task text in one user turn, opens
 /// the assistant turn, and appends the answer prefix after the assistant header.
@@ -46,10 +55,10 @@ impl ChatTemplate {
             path: path.clone(),
             reason,
         };
-        let text = std::fs::read_to_string(&path)
+        let text = read_regular_to_string(&path, MAX_CONFIG_BYTES)
             .map_err(|e| fail(format!("cannot read it ({e}); --chat needs it")))?;
         let config: Value =
-            serde_json::from_str(&text).map_err(|e| fail(format!("not valid JSON: {e}")))?;
+            parse_strict(&text).map_err(|e| fail(format!("not valid JSON: {e}")))?;
         let source = match &config["chat_template"] {
             Value::String(s) => s.clone(),
             Value::Array(named) => named
@@ -102,6 +111,9 @@ impl ChatTemplate {
     /// thinking off as in [`render_user_turn`](Self::render_user_turn).
     pub fn render(&self, messages: &[ChatMessage]) -> Result<String, RunError> {
         let mut env = Environment::new();
+        // A template is a program: one that loops without end (or for 10^10 steps) is stopped
+        // with an error instead of hanging the run or the server.
+        env.set_fuel(Some(TEMPLATE_FUEL));
         env.set_trim_blocks(true);
         env.set_lstrip_blocks(true);
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
@@ -113,7 +125,11 @@ impl ChatTemplate {
         );
         let fail = |e: Error| RunError::ChatTemplate {
             path: self.path.clone(),
-            reason: format!("{e:#}"),
+            reason: if e.kind() == ErrorKind::OutOfFuel {
+                format!("rendering takes more than {TEMPLATE_FUEL} steps (a runaway loop?): {e:#}")
+            } else {
+                format!("{e:#}")
+            },
         };
         let template = env.template_from_str(&self.source).map_err(fail)?;
         let messages: Vec<_> = messages

@@ -35,6 +35,9 @@ pub const PROBE_PASSES: usize = 5;
 /// a token: ~8 ms against 70-120 ms for the 1.7B shape).
 pub const PAIRED_PROBE_BYTES: usize = gattn_kernels::bandwidth::PROBE_BYTES;
 
+/// More timed prefills than any median needs; also bounds the time list allocated up front.
+pub const MAX_REPETITIONS: usize = 10_000;
+
 /// What to measure.
 #[derive(Debug, Clone, Serialize)]
 pub struct BenchSettings {
@@ -101,28 +104,23 @@ impl BenchSettings {
                 )));
             }
         }
+        if self.repetitions > MAX_REPETITIONS {
+            return Err(ModelError::InvalidArgument(format!(
+                "--repetitions {} is more than the {MAX_REPETITIONS} a median needs",
+                self.repetitions
+            )));
+        }
         let max = config.max_position_embeddings;
-        if self.prompt_tokens > max {
-            return Err(ModelError::InvalidArgument(format!(
-                "--prompt {} exceeds the model's context of {max} tokens (max_position_embeddings)",
-                self.prompt_tokens
-            )));
-        }
-        if self.depth + self.gen_tokens > max {
-            return Err(ModelError::InvalidArgument(format!(
-                "--depth {} + --gen {} = {} exceeds the model's context of {max} tokens (max_position_embeddings)",
-                self.depth,
-                self.gen_tokens,
-                self.depth + self.gen_tokens
-            )));
-        }
-        if self.depth + self.prompt_tokens > max {
-            return Err(ModelError::InvalidArgument(format!(
-                "--depth {} + --prompt {} = {} exceeds the model's context of {max} tokens (max_position_embeddings)",
-                self.depth,
-                self.prompt_tokens,
-                self.depth + self.prompt_tokens
-            )));
+        for (flag, value) in [("--gen", self.gen_tokens), ("--prompt", self.prompt_tokens)] {
+            // Checked: a --depth near usize::MAX must not wrap past the context check.
+            let total = self.depth.checked_add(value);
+            if total.is_none_or(|t| t > max) {
+                let total = total.map_or("more than 2^64".into(), |t| t.to_string());
+                return Err(ModelError::InvalidArgument(format!(
+                    "--depth {} + {flag} {value} = {total} exceeds the model's context of {max} tokens (max_position_embeddings)",
+                    self.depth
+                )));
+            }
         }
         Ok(())
     }
