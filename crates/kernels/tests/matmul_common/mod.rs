@@ -5,6 +5,10 @@ use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+#[path = "../checks/mod.rs"]
+mod checks;
+pub use checks::{max_abs_diff, tables_under_test};
+
 #[derive(Debug, Clone, Copy)]
 pub struct Shape {
     pub m: usize,
