@@ -54,10 +54,14 @@ fn split_decode_at_head_dim_128_equals_the_reference() {
             for token in [5u32, 77, 200] {
                 let len = cache.len();
                 model.backend = Backend::Fast;
-                let fast = model.forward(&[token], &mut cache, LogitsFor::Last).unwrap();
+                let fast = model
+                    .forward(&[token], &mut cache, LogitsFor::Last)
+                    .unwrap();
                 cache.truncate(len);
                 model.backend = Backend::Reference;
-                let reference = model.forward(&[token], &mut cache, LogitsFor::Last).unwrap();
+                let reference = model
+                    .forward(&[token], &mut cache, LogitsFor::Last)
+                    .unwrap();
                 let err = max_abs_diff(&fast, &reference);
                 assert!(
                     err <= 1e-4,
@@ -80,5 +84,8 @@ fn prefill_at_head_dim_128_equals_the_reference() {
         model.forward(&tokens, &mut cache, LogitsFor::All).unwrap()
     };
     let err = max_abs_diff(&run(Backend::Fast), &run(Backend::Reference));
-    assert!(err <= 1e-4, "fast prefill differs from the reference by {err}");
+    assert!(
+        err <= 1e-4,
+        "fast prefill differs from the reference by {err}"
+    );
 }

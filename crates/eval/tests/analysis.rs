@@ -44,8 +44,16 @@ fn streamed_sink_share_equals_the_materialized_maps_in_any_chunking() {
         let chunked = sink_statistics(&model, &tokens).unwrap();
         // Empty results would make the loop below check nothing.
         assert_maps_cover(&maps, layers.len(), n);
-        assert_eq!(whole.len(), layers.len(), "{builtin}: one statistic per layer");
-        assert_eq!(chunked.len(), layers.len(), "{builtin}: one statistic per layer");
+        assert_eq!(
+            whole.len(),
+            layers.len(),
+            "{builtin}: one statistic per layer"
+        );
+        assert_eq!(
+            chunked.len(),
+            layers.len(),
+            "{builtin}: one statistic per layer"
+        );
         for (layer, map) in maps.iter().enumerate() {
             let from_maps = (0..n).map(|q| map.probs[q * n] as f64).sum::<f64>() / n as f64;
             for stats in [&whole[layer], &chunked[layer]] {
@@ -135,6 +143,10 @@ fn assert_maps_cover(maps: &[LayerMap], count: usize, n: usize) {
     assert_eq!(maps.len(), count, "one map per layer asked for");
     for map in maps {
         assert_eq!(map.probs.len(), n * n, "an n x n map");
-        assert!(map.probs.chunks_exact(n).all(|row| row.iter().sum::<f32>() > 0.5));
+        assert!(
+            map.probs
+                .chunks_exact(n)
+                .all(|row| row.iter().sum::<f32>() > 0.5)
+        );
     }
 }

@@ -4,7 +4,6 @@
 #[path = "attention_support.rs"]
 mod support;
 
-use gattn_kernels::SimdLevel;
 use gattn_kernels::attention::{
     AttentionShape, AttentionStats, KvDtype, decode, decode_parts, decode_with_parts, prefill,
     queries_as_used,

@@ -4,7 +4,6 @@
 mod common;
 
 use common::{order_tolerance, rng, scalar, shapes, tables_under_test, values};
-use gattn_kernels::dispatch::KernelTable;
 use gattn_kernels::matmul::{
     MatmulError, Q8Matrix, WeightMatrix, gate_up_silu_at, matmul_at, matmul_shared_input_at,
 };

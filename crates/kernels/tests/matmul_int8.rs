@@ -6,7 +6,6 @@
 mod common;
 
 use common::{order_tolerance, rng, shapes, tables_under_test, values};
-use gattn_kernels::dispatch::KernelTable;
 use gattn_kernels::matmul::{
     MatmulError, Q8FormatError, Q8Matrix, WeightMatrix, matmul_at, quantize_activations,
 };
@@ -92,6 +91,13 @@ fn check_int8(m: usize, k: usize, n: usize, seed: u64) -> Result<(), TestCaseErr
     // sum |x| * w_scale / 2 + |w| * x_scale / 2 (+ their product): the quantization error
     // bound, with the scales the format defines (amax / 127), computed here from x and w.
     let mut quant_bound = vec![0.0f64; m * n];
+    let block_scales = |v: &[f32], rows: usize| -> Vec<f64> {
+        (0..rows)
+            .flat_map(|r| (0..k.div_ceil(BLOCK)).map(move |b| (r, b)))
+            .map(|(r, b)| block_scale(&v[r * k..(r + 1) * k], b * BLOCK) as f64)
+            .collect()
+    };
+    let (want_sw, want_sx) = (block_scales(&w, n), block_scales(&x, m));
     for i in 0..m {
         for j in 0..n {
             for b in 0..k.div_ceil(BLOCK) {
@@ -103,8 +109,8 @@ fn check_int8(m: usize, k: usize, n: usize, seed: u64) -> Result<(), TestCaseErr
                     let (xq, _) = qx.get(i, c);
                     dot += wq as i64 * xq as i64;
                     abs += (wq as i64 * xq as i64).abs();
-                    let want_sw = block_scale(&w[j * k..(j + 1) * k], c) as f64;
-                    let want_sx = block_scale(&x[i * k..(i + 1) * k], c) as f64;
+                    let want_sw = want_sw[j * k.div_ceil(BLOCK) + b];
+                    let want_sx = want_sx[i * k.div_ceil(BLOCK) + b];
                     quant_bound[i * n + j] += x[i * k + c].abs() as f64 * want_sw / 2.0
                         + w[j * k + c].abs() as f64 * want_sx / 2.0
                         + want_sw * want_sx / 4.0;
