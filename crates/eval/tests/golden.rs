@@ -8,6 +8,8 @@
 
 mod common;
 
+use std::collections::HashMap;
+
 use gattn_eval::{Sample, TaskName, WhitespaceCounter, generate_sample};
 
 /// Length per task for the golden files: short enough to review, long enough to hold a
@@ -163,11 +165,11 @@ fn needle_values_for(input: &str, keys: &[String]) -> Vec<String> {
         let key_start = rest.find(" for ").unwrap() + " for ".len();
         let key_end = rest.find(" is: ").unwrap();
         let value = &rest[key_end + " is: ".len()..];
-        let value = &value[..value
-            .find(". ")
-            .or(value.find(".\n"))
-            .unwrap_or(value.len())];
-        let value = value.trim_end_matches('.');
+        // Numbers and UUIDs: letters, digits and dashes, up to the sentence's full stop.
+        let end = value
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+            .unwrap_or(value.len());
+        let value = &value[..end];
         if keys.iter().any(|k| k == &rest[key_start..key_end]) {
             values.push(value.to_string());
         }
@@ -179,25 +181,25 @@ fn needle_values_for(input: &str, keys: &[String]) -> Vec<String> {
 fn variables_with_value(input: &str, question: &str) -> Vec<String> {
     let wanted = question.split("the value ").nth(1).unwrap();
     let wanted = wanted.split_whitespace().next().unwrap();
-    let mut assigned = std::collections::HashMap::new();
+    let mut assigned = HashMap::new();
     for line in input.lines() {
         if let Some(rest) = line.strip_prefix("VAR ") {
             let (name, value) = rest.split_once(" = ").expect("VAR NAME = VALUE");
             assigned.insert(name.trim(), value.trim().trim_start_matches("VAR ").trim());
         }
     }
-    let resolve = |mut name: &str| {
+    fn resolve<'a>(assigned: &HashMap<&'a str, &'a str>, mut name: &'a str) -> &'a str {
         for _ in 0..=assigned.len() {
             match assigned.get(name) {
                 Some(next) => name = next,
-                None => return name.to_string(),
+                None => return name,
             }
         }
         panic!("a cycle of variables through {name}")
-    };
+    }
     assigned
         .keys()
-        .filter(|name| resolve(name) == wanted)
+        .filter(|name| resolve(&assigned, name) == wanted)
         .map(|name| name.to_string())
         .collect()
 }
@@ -216,7 +218,7 @@ fn numbered_list(input: &str) -> impl Iterator<Item = &str> {
 /// The `count` most frequent words, which must be strictly more frequent than every other word
 /// (else the question has no single answer).
 fn most_frequent_words<'a>(words: impl Iterator<Item = &'a str>, count: usize) -> Vec<String> {
-    let mut counts = std::collections::HashMap::<&str, usize>::new();
+    let mut counts = HashMap::<&str, usize>::new();
     for word in words {
         *counts.entry(word).or_default() += 1;
     }
