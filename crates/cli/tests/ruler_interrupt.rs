@@ -17,7 +17,7 @@ fn ruler_args<'a>(out: &'a Path) -> Vec<&'a str> {
         "-m",
         "builtin:baseline",
         "--tasks",
-        "niah_single_1,vt",
+        "niah_single_1,niah_multikey_2",
         "--lengths",
         "1024",
         "-n",
