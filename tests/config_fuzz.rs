@@ -112,3 +112,46 @@ fn sizes_at_the_limit_do_not_overflow() {
     config.insert("elementwise_attn_output_gate".into(), json!(true));
     check(&serde_json::to_string(&Value::Object(config)).unwrap());
 }
+
+/// Found by the invariant check: an eps above 0 in f64 but 0 as the f32 the norm uses.
+#[test]
+fn an_eps_that_is_zero_as_f32_is_refused_naming_the_field() {
+    let mut config = base_config();
+    config.insert("rms_norm_eps".into(), json!(9.15811169990279e-309));
+    let text = serde_json::to_string(&Value::Object(config)).unwrap();
+    let err = gattn_model::Qwen3Config::from_json_str(std::path::Path::new("d/config.json"), &text)
+        .unwrap_err();
+    assert!(
+        matches!(&err, gattn_model::ModelError::Config { field, .. } if field == "rms_norm_eps"),
+        "{err}"
+    );
+    check(&text);
+}
+
+/// Every numeric field at its edges, one at a time (random edits reach few of these): each is
+/// accepted within the documented constraints or refused naming the field.
+#[test]
+fn every_numeric_field_at_its_edges() {
+    let edges = [
+        json!(0),
+        json!(1),
+        json!(2),
+        json!(3),
+        json!(63),
+        json!(64),
+        json!(65),
+        json!(1u64 << 31),
+        json!((1u64 << 31) + 1),
+        json!(-1),
+        json!(0.5),
+        json!(1e-300),
+        json!(1e300),
+    ];
+    for key in &KEYS[3..13] {
+        for value in &edges {
+            let mut config = base_config();
+            config.insert(key.to_string(), value.clone());
+            check(&serde_json::to_string(&Value::Object(config)).unwrap());
+        }
+    }
+}
