@@ -104,6 +104,13 @@ fn check_int8(m: usize, k: usize, n: usize, seed: u64) -> Result<(), TestCaseErr
                 let (mut dot, mut abs) = (0i64, 0i64);
                 let (_, sw) = q.get(j, b * BLOCK);
                 let (_, sx) = qx.get(i, b * BLOCK);
+                let nb = k.div_ceil(BLOCK);
+                for (got, want) in [(sw, want_sw[j * nb + b]), (sx, want_sx[i * nb + b])] {
+                    prop_assert!(
+                        (got as f64 - want).abs() <= 1e-6 * want,
+                        "block {b}: scale {got}, the format's amax / 127 is {want}"
+                    );
+                }
                 for c in b * BLOCK..((b + 1) * BLOCK).min(k) {
                     let (wq, _) = q.get(j, c);
                     let (xq, _) = qx.get(i, c);
