@@ -11,7 +11,7 @@ use support::{expect_exit, gattn_cpu_with_cache};
 
 mod support;
 
-fn ruler_args<'a>(out: &'a Path) -> Vec<&'a str> {
+fn ruler_args(out: &Path) -> Vec<&str> {
     vec![
         "ruler",
         "-m",

@@ -208,8 +208,7 @@ fn variables_with_value(input: &str, question: &str) -> Vec<String> {
 fn numbered_list(input: &str) -> impl Iterator<Item = &str> {
     let list = input
         .lines()
-        .filter(|l| l.starts_with("1. "))
-        .last()
+        .rfind(|l| l.starts_with("1. "))
         .expect("a numbered list");
     list.split_whitespace()
         .filter(|w| !w.ends_with('.') || w.trim_end_matches('.').parse::<usize>().is_err())
