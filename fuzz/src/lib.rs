@@ -105,9 +105,9 @@ pub fn assert_names(error: &dyn std::fmt::Display, what: &str) {
 /// The path config errors must name.
 pub const CONFIG_PATH: &str = "fuzz/config.json";
 
-/// The top-level keys of config.json that an error may name (besides `rope_scaling.KEY` and
-/// `rope_parameters.KEY`, which start with one of them).
-pub const CONFIG_FIELDS: [&str; 25] = [
+/// Every top-level key `Qwen3Config::from_json_str` reads: what an error may name (besides
+/// `rope_scaling.KEY` and `rope_parameters.KEY`), and what `config_structured` edits.
+pub const CONFIG_FIELDS: [&str; 26] = [
     "model_type",
     "hidden_act",
     "use_sliding_window",
@@ -132,6 +132,7 @@ pub const CONFIG_FIELDS: [&str; 25] = [
     "use_qk_norm",
     "bos_token_id",
     "eos_token_id",
+    "original_max_position_embeddings",
     "gattn_quantization",
 ];
 
