@@ -1,10 +1,12 @@
 //! config.json under mutation: fields of a valid fixture config replaced by values of the wrong
 //! type, out of range or at the size limits, removed, or the text cut short. Never a panic, and
-//! every error names config.json (the user must know which file to fix).
+//! every error names config.json and the field at fault (the user must know what to fix), and
+//! every accepted config satisfies the documented constraints.
 
-use std::path::Path;
+#[path = "../fuzz/src/lib.rs"]
+#[allow(dead_code)]
+mod fuzz_checks;
 
-use gattn_model::Qwen3Config;
 use gattn_tests::fixtures_dir;
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -58,24 +60,10 @@ fn json_value() -> impl Strategy<Value = Value> {
     ]
 }
 
+/// The fuzz target's check (`fuzz/src/lib.rs`): accepted configs satisfy the documented
+/// constraints and hold the file's values; refusals name config.json and the field.
 fn check(text: &str) {
-    match Qwen3Config::from_json_str(Path::new("some/dir/config.json"), text) {
-        Ok(config) => {
-            assert_eq!(config.num_attention_heads % config.num_key_value_heads, 0);
-            let _ = (
-                config.q_proj_rows(),
-                config.kv_dim(),
-                config.parameter_count(),
-            );
-        }
-        Err(e) => {
-            let message = e.to_string();
-            assert!(
-                message.contains("config.json"),
-                "error `{message}` does not name config.json"
-            );
-        }
-    }
+    fuzz_checks::check_config(text);
 }
 
 proptest! {
@@ -123,4 +111,47 @@ fn sizes_at_the_limit_do_not_overflow() {
     config.insert("num_key_value_heads".into(), json!(1));
     config.insert("elementwise_attn_output_gate".into(), json!(true));
     check(&serde_json::to_string(&Value::Object(config)).unwrap());
+}
+
+/// Found by the invariant check: an eps above 0 in f64 but 0 as the f32 the norm uses.
+#[test]
+fn an_eps_that_is_zero_as_f32_is_refused_naming_the_field() {
+    let mut config = base_config();
+    config.insert("rms_norm_eps".into(), json!(9.15811169990279e-309));
+    let text = serde_json::to_string(&Value::Object(config)).unwrap();
+    let err = gattn_model::Qwen3Config::from_json_str(std::path::Path::new("d/config.json"), &text)
+        .unwrap_err();
+    assert!(
+        matches!(&err, gattn_model::ModelError::Config { field, .. } if field == "rms_norm_eps"),
+        "{err}"
+    );
+    check(&text);
+}
+
+/// Every numeric field at its edges, one at a time (random edits reach few of these): each is
+/// accepted within the documented constraints or refused naming the field.
+#[test]
+fn every_numeric_field_at_its_edges() {
+    let edges = [
+        json!(0),
+        json!(1),
+        json!(2),
+        json!(3),
+        json!(63),
+        json!(64),
+        json!(65),
+        json!(1u64 << 31),
+        json!((1u64 << 31) + 1),
+        json!(-1),
+        json!(0.5),
+        json!(1e-300),
+        json!(1e300),
+    ];
+    for key in &KEYS[3..13] {
+        for value in &edges {
+            let mut config = base_config();
+            config.insert(key.to_string(), value.clone());
+            check(&serde_json::to_string(&Value::Object(config)).unwrap());
+        }
+    }
 }

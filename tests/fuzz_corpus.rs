@@ -44,8 +44,10 @@ fn every_corpus_directory_is_replayed_here() {
         [
             "config_json",
             "int8_checkpoint",
+            "predictions_jsonl",
             "safetensors_bytes",
             "shard_index",
+            "tokenizer_json",
             "tokenizer_prompt"
         ],
         "a new corpus needs a replay test below"
@@ -78,6 +80,38 @@ fn shard_index_seeds() {
 fn tokenizer_prompt_seeds() {
     for (_, bytes) in seeds("tokenizer_prompt") {
         fuzz_checks::check_tokenizer_prompt(&bytes);
+    }
+}
+
+#[test]
+fn tokenizer_json_seeds() {
+    for (_, bytes) in seeds("tokenizer_json") {
+        fuzz_checks::check_tokenizer_json(&bytes);
+    }
+}
+
+/// The seeds are read as written (two records; one, then a cut tail), and a few mutations of
+/// them are refused naming the line or read consistently.
+#[test]
+fn predictions_seeds_and_their_mutations() {
+    for (name, bytes) in seeds("predictions_jsonl") {
+        fuzz_checks::check_predictions(&bytes);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("predictions.jsonl");
+        std::fs::write(&path, &bytes).unwrap();
+        let file = gattn_eval::run::read_predictions(&path).unwrap();
+        let want = if name == "cut-tail" {
+            (1, true)
+        } else {
+            (2, false)
+        };
+        assert_eq!((file.records.len(), file.truncated_tail), want, "{name}");
+        for cut in [1, bytes.len() / 3, bytes.len() - 1] {
+            fuzz_checks::check_predictions(&bytes[..cut]);
+        }
+        let mut broken = bytes.clone();
+        broken.splice(0..0, b"{\"task\": 7}\n".iter().copied());
+        fuzz_checks::check_predictions(&broken);
     }
 }
 

@@ -4,7 +4,7 @@
 use gattn_model::init::{Preset, tensor_specs, write_random_checkpoint};
 use gattn_model::{
     GateMode, GenerateOptions, LogitsFor, Qwen3Config, Qwen3Model, Sampler, SamplingParams,
-    WeightFormat, generate,
+    StopReason, WeightFormat, generate,
 };
 use gattn_tensor::{Checkpoint, DType};
 
@@ -148,4 +148,52 @@ fn a_131072_token_cache_grows_in_chunks_instead_of_up_front() {
         .forward(&vec![2; 4100], &mut cache, LogitsFor::Last)
         .unwrap();
     assert_eq!(cache.bytes_allocated(), 2 * chunk);
+}
+
+/// Generation stops at the first sampled end-of-sequence id (any of several), without emitting
+/// it: run once without EOS ids, then again with a token of that run declared EOS.
+#[test]
+fn generation_stops_at_the_first_eos_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Preset::Tiny.config(GateMode::Headwise);
+    write_random_checkpoint(dir.path(), &config, DType::BF16, 5).unwrap();
+    let model = Qwen3Model::load(dir.path(), WeightFormat::Bf16).unwrap();
+    let run = |eos: &[u32]| {
+        let params = SamplingParams {
+            temperature: 1.0,
+            top_k: 0,
+            top_p: 1.0,
+            seed: 9,
+        };
+        let mut tokens = Vec::new();
+        let stats = generate(
+            &model,
+            &mut model.new_cache(64),
+            &[10, 20, 30],
+            &mut Sampler::new(params),
+            GenerateOptions::new(24, eos),
+            |t| {
+                tokens.push(t);
+                Ok(true)
+            },
+        )
+        .unwrap();
+        (tokens, stats)
+    };
+    let (free, stats) = run(&[]);
+    assert_eq!((free.len(), stats.stop), (24, StopReason::MaxTokens));
+    let eos = free[6];
+    let first = free.iter().position(|&t| t == eos).unwrap();
+    // An id never sampled beside it: stopping must come from `eos`, at its first occurrence.
+    let unused = (0..config.vocab_size as u32)
+        .find(|t| !free.contains(t))
+        .unwrap();
+    let (stopped, stats) = run(&[unused, eos]);
+    assert_eq!(stats.stop, StopReason::Eos);
+    assert_eq!(
+        stopped,
+        free[..first],
+        "the tokens before the first EOS, not the EOS"
+    );
+    assert_eq!(stats.generated_tokens, first);
 }

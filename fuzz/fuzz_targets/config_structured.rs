@@ -15,34 +15,6 @@ const BASES: [&str; 5] = [
     include_str!("../../tests/fixtures/elementwise_mha/config.json"),
 ];
 
-/// Every key `Qwen3Config::from_json_str` looks at.
-const TOP_KEYS: [&str; 25] = [
-    "model_type",
-    "hidden_act",
-    "use_sliding_window",
-    "layer_types",
-    "vocab_size",
-    "hidden_size",
-    "intermediate_size",
-    "num_hidden_layers",
-    "num_attention_heads",
-    "num_key_value_heads",
-    "head_dim",
-    "rms_norm_eps",
-    "rope_parameters",
-    "rope_theta",
-    "max_position_embeddings",
-    "rope_scaling",
-    "headwise_attn_output_gate",
-    "elementwise_attn_output_gate",
-    "attention_bias",
-    "qkv_bias",
-    "tie_word_embeddings",
-    "use_qk_norm",
-    "bos_token_id",
-    "eos_token_id",
-    "original_max_position_embeddings",
-];
 const ROPE_KEYS: [&str; 11] = [
     "rope_type",
     "type",
@@ -154,7 +126,7 @@ fuzz_target!(|input: Input| {
 
 fn apply(config: &mut Map<String, Value>, edit: &Edit) {
     let (object, keys): (&mut Map<String, Value>, &[&str]) = match edit.place {
-        Place::Top => (config, &TOP_KEYS),
+        Place::Top => (config, &gattn_fuzz::CONFIG_FIELDS),
         Place::RopeScaling | Place::RopeParameters => {
             let field = match edit.place {
                 Place::RopeScaling => "rope_scaling",

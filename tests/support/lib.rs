@@ -59,14 +59,19 @@ impl Fixture {
     }
 }
 
-/// The largest `|a - b|`; NaN if any difference is NaN (`f32::max` would drop it, and a
-/// tolerance check would pass on a NaN output).
-pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
-    assert_eq!(a.len(), b.len(), "lengths differ");
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0, |m, d| if d > m || d.is_nan() { d } else { m })
+/// The largest `|a - b|`. Panics if any value on either side is not finite: a fold with
+/// `f32::max` drops NaN, so a tolerance check would pass on a NaN output.
+pub fn max_abs_diff(got: &[f32], want: &[f32]) -> f32 {
+    assert_eq!(got.len(), want.len(), "lengths differ");
+    let mut max = 0.0f32;
+    for (i, (&a, &b)) in got.iter().zip(want).enumerate() {
+        assert!(
+            a.is_finite() && b.is_finite(),
+            "element {i} is not finite: got {a}, want {b}"
+        );
+        max = max.max((a - b).abs());
+    }
+    max
 }
 
 /// A copy of a fixture checkpoint in a temporary folder, to break on purpose.

@@ -1,7 +1,7 @@
 //! `gattn_eval::analysis` on a builtin (trained) checkpoint: the streamed statistics against the
 //! materialized maps, whatever the chunking.
 
-use gattn_eval::analysis::{head_averaged_maps, sink_statistics};
+use gattn_eval::analysis::{LayerMap, head_averaged_maps, sink_statistics};
 use gattn_model::layers::attention::LayerProbe;
 use gattn_model::{Backend, BuiltinModel, Qwen3Model, Tokenizer, WeightFormat};
 
@@ -42,6 +42,18 @@ fn streamed_sink_share_equals_the_materialized_maps_in_any_chunking() {
         let whole = sink_statistics(&model, &tokens).unwrap();
         model.prefill_chunk = 7;
         let chunked = sink_statistics(&model, &tokens).unwrap();
+        // Empty results would make the loop below check nothing.
+        assert_maps_cover(&maps, layers.len(), n);
+        assert_eq!(
+            whole.len(),
+            layers.len(),
+            "{builtin}: one statistic per layer"
+        );
+        assert_eq!(
+            chunked.len(),
+            layers.len(),
+            "{builtin}: one statistic per layer"
+        );
         for (layer, map) in maps.iter().enumerate() {
             let from_maps = (0..n).map(|q| map.probs[q * n] as f64).sum::<f64>() / n as f64;
             for stats in [&whole[layer], &chunked[layer]] {
@@ -77,6 +89,7 @@ fn max_abs_hidden_is_the_largest_residual_activation() {
     model.prefill_chunk = 16;
     model.backend = Backend::Fast;
     let stats = sink_statistics(&model, tokens).unwrap();
+    assert_eq!(stats.len(), model.layers.len(), "one statistic per layer");
 
     let h = model.config.hidden_size;
     let mut hidden = vec![0.0; n * h];
@@ -114,11 +127,26 @@ fn max_abs_hidden_is_the_largest_residual_activation() {
 
     model.backend = Backend::Reference;
     let maps = head_averaged_maps(&model, tokens, &[0, 3]).unwrap();
+    assert_maps_cover(&maps, 2, n);
     for map in &maps {
         for q in 0..n {
             let row = &map.probs[q * n..][..n];
             assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-4, "row {q}");
             assert!(row[q + 1..].iter().all(|&p| p == 0.0), "row {q} is causal");
         }
+    }
+}
+
+/// `count` maps of `n x n` probabilities, each row holding some mass (not all zero).
+fn assert_maps_cover(maps: &[LayerMap], count: usize, n: usize) {
+    assert!(n > 0, "no tokens");
+    assert_eq!(maps.len(), count, "one map per layer asked for");
+    for map in maps {
+        assert_eq!(map.probs.len(), n * n, "an n x n map");
+        assert!(
+            map.probs
+                .chunks_exact(n)
+                .all(|row| row.iter().sum::<f32>() > 0.5)
+        );
     }
 }

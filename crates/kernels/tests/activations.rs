@@ -1,12 +1,15 @@
 //! The fast SwiGLU combine equals the reference `silu(gate) * up` at every supported SIMD level.
 
-use gattn_kernels::SimdLevel;
+#[path = "checks/mod.rs"]
+mod checks;
+
+use checks::levels_under_test;
 use gattn_kernels::activations::silu_mul_in_place;
 use gattn_kernels::reference::activations::silu;
 use proptest::prelude::*;
 
 fn check(gate: &[f32], up: &[f32]) -> Result<(), TestCaseError> {
-    for level in SimdLevel::all_supported() {
+    for level in levels_under_test() {
         let mut got = up.to_vec();
         silu_mul_in_place(level, gate, &mut got);
         for (i, ((&g, &u), &y)) in gate.iter().zip(up).zip(&got).enumerate() {

@@ -4,7 +4,6 @@
 #[path = "attention_support.rs"]
 mod support;
 
-use gattn_kernels::SimdLevel;
 use gattn_kernels::attention::{
     AttentionShape, AttentionStats, KvDtype, decode, decode_parts, decode_with_parts, prefill,
     queries_as_used,
@@ -39,7 +38,7 @@ proptest! {
         let q_used = queries_as_used(dtype, &q, head_dim);
         let want = reference(shape, &q_used, position, 1, &stored_k, &stored_v, gate);
 
-        for level in SimdLevel::all_supported() {
+        for level in levels_under_test() {
             let mut unsplit = vec![f32::NAN; q.len()];
             decode_with_parts(level, shape, &q, position, &layer, gate, &mut unsplit, None, 1).unwrap();
             prop_assert!(max_abs_diff(&unsplit, &want.out) <= 1e-4, "{level} unsplit vs reference");
@@ -90,7 +89,7 @@ fn decode_is_safe_at_131072_keys() {
     let gate = gate_of(0, &[]);
     let want = reference(shape, &q, kv_len - 1, 1, &stored_k, &stored_v, gate);
     assert!(want.out.iter().all(|x| x.is_finite()));
-    for level in SimdLevel::all_supported() {
+    for level in levels_under_test() {
         for parts in [1, 2, 7] {
             let mut out = vec![f32::NAN; q.len()];
             decode_with_parts(
@@ -143,7 +142,7 @@ fn fully_masked_tiles_give_no_nan() {
             want.out.iter().all(|x| x.is_finite()),
             "{dtype}: reference not finite"
         );
-        for level in SimdLevel::all_supported() {
+        for level in levels_under_test() {
             for parts in [1, 3] {
                 let mut out = vec![f32::NAN; q.len()];
                 let mut stats = AttentionStats::default();

@@ -72,12 +72,34 @@ fn append_needs_reserved_capacity_and_whole_rows() {
         Err(KvError::KvRowMismatch { .. })
     ));
     layer.append(&row, &row).unwrap();
-    assert!(layer.append(&row, &row).is_err(), "full");
+    let full = layer.append(&row, &row).unwrap_err();
+    assert!(
+        matches!(
+            full,
+            KvError::CapacityExceeded {
+                rows: 1,
+                len: 2,
+                capacity: 2
+            }
+        ),
+        "{full}"
+    );
     assert_eq!(layer.len(), 2);
     layer.truncate(1);
     assert_eq!((layer.len(), layer.capacity()), (1, 2));
     layer.append(&row, &row).unwrap();
-    assert!(KvLayer::new(KvDtype::F32, 0, 4).is_err());
+    let empty = KvLayer::new(KvDtype::F32, 0, 4).unwrap_err();
+    assert!(
+        matches!(
+            empty,
+            KvError::EmptyShape {
+                num_kv_heads: 0,
+                head_dim: 4
+            }
+        ),
+        "{empty}"
+    );
+    assert!(empty.to_string().contains("num_kv_heads"), "{empty}");
 }
 
 #[test]

@@ -7,7 +7,8 @@ mod support;
 
 use gattn_kernels::SimdLevel;
 use gattn_kernels::attention::{
-    AttentionShape, AttentionStats, KvDtype, prefill, prefill_uses_amx_tiles, queries_as_used,
+    AttentionError, AttentionShape, AttentionStats, KvDtype, prefill, prefill_uses_amx_tiles,
+    queries_as_used,
 };
 use proptest::prelude::*;
 use support::*;
@@ -106,7 +107,7 @@ fn check(case: &Case) {
         )
     });
 
-    for level in SimdLevel::all_supported() {
+    for level in levels_under_test() {
         let table = gattn_kernels::KernelTable::of_level(level).expect("a supported level");
         if prefill_uses_amx_tiles(table, case.dtype, case.head_dim) {
             continue; // bf16 queries and probabilities: checked in attention_prefill_amx.rs
@@ -181,7 +182,7 @@ proptest! {
         let g = random_gate(&mut rng, 1, case.n, shape);
         let layer = layer_from(KvDtype::F32, shape, &k, &v);
         let want = reference(shape, &q, case.q_start, case.n, &per_head(&k, shape), &per_head(&v, shape), gate_of(1, &g));
-        for level in SimdLevel::all_supported() {
+        for level in levels_under_test() {
             let mut out = vec![0.0; want.out.len()];
             prefill(level, shape, &q, case.q_start, case.n, &layer, gate_of(1, &g), &mut out, None).unwrap();
             prop_assert!(max_abs_diff(&out, &want.out) <= TOL_STORED);
@@ -201,26 +202,50 @@ fn prefill_rejects_bad_arguments() {
     let mut out = vec![0.0; 2 * 32];
     let level = SimdLevel::Scalar;
     let none = gattn_kernels::attention::GateScores::None;
+    let err = prefill(level, shape, &q, 2, 2, &layer, none, &mut out, None).unwrap_err();
     assert!(
-        prefill(level, shape, &q, 2, 2, &layer, none, &mut out, None).is_err(),
-        "past the keys"
+        matches!(
+            err,
+            AttentionError::QueriesPastKeys {
+                q_end: 4,
+                kv_len: 3
+            }
+        ),
+        "past the keys: {err}"
     );
+    let err = prefill(level, shape, &q[1..], 0, 2, &layer, none, &mut out, None).unwrap_err();
     assert!(
-        prefill(level, shape, &q[1..], 0, 2, &layer, none, &mut out, None).is_err(),
-        "q length"
+        matches!(
+            err,
+            AttentionError::BadLength {
+                what: "q",
+                got: 63,
+                expected: 64
+            }
+        ),
+        "q length: {err}"
     );
     let bad = AttentionShape {
         num_heads: 3,
         ..shape
     };
+    let err = prefill(level, bad, &q, 0, 2, &layer, none, &mut out, None).unwrap_err();
     assert!(
-        prefill(level, bad, &q, 0, 2, &layer, none, &mut out, None).is_err(),
-        "heads % kv heads"
+        matches!(err, AttentionError::BadShape(s) if s == bad),
+        "heads % kv heads: {err}"
     );
     let gate = gattn_kernels::attention::GateScores::Headwise(&[0.0; 3]);
+    let err = prefill(level, shape, &q, 0, 2, &layer, gate, &mut out, None).unwrap_err();
     assert!(
-        prefill(level, shape, &q, 0, 2, &layer, gate, &mut out, None).is_err(),
-        "gate length"
+        matches!(
+            err,
+            AttentionError::BadLength {
+                what: "headwise gate",
+                got: 3,
+                expected: 8
+            }
+        ),
+        "gate length: {err}"
     );
     assert!(prefill(level, shape, &q, 0, 2, &layer, none, &mut out, None).is_ok());
 }

@@ -6,6 +6,11 @@ use gattn_kernels::reference::{apply_output_gate, causal_attention, sigmoid};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+#[path = "checks/mod.rs"]
+mod checks;
+#[allow(unused_imports)] // each test file uses a part
+pub use checks::{Feature, current_test, feature_or_skip, levels_under_test, max_abs_diff};
+
 pub fn random_vec(rng: &mut StdRng, len: usize, amplitude: f32) -> Vec<f32> {
     (0..len)
         .map(|_| rng.random_range(-amplitude..amplitude))
@@ -127,14 +132,6 @@ pub fn gate_of(mode: u8, scores: &[f32]) -> GateScores<'_> {
         1 => GateScores::Headwise(scores),
         _ => GateScores::Elementwise(scores),
     }
-}
-
-pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
-    assert_eq!(a.len(), b.len());
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0, f32::max)
 }
 
 pub fn rng(seed: u64) -> StdRng {

@@ -3,7 +3,7 @@
 #[path = "matmul_common/mod.rs"]
 mod common;
 
-use common::{abs_dot, order_tolerance, rng, scalar, shapes, values};
+use common::{abs_dot, order_tolerance, rng, scalar, shapes, tables_under_test, values};
 use gattn_kernels::dispatch::KernelTable;
 use gattn_kernels::matmul::{MatmulError, WeightMatrix, matmul_at};
 use gattn_kernels::reference::matmul::{matmul_bf16, matmul_f32};
@@ -24,7 +24,7 @@ proptest! {
         matmul_f32(&x, &w, bias.as_deref(), m, k, n, &mut expected);
         let scale = abs_dot(&x, &w, m, k, n);
         let weights = WeightMatrix::f32(&w, n, k).unwrap();
-        for table in KernelTable::all_supported() {
+        for table in tables_under_test() {
             let mut y = vec![f32::NAN; m * n];
             matmul_at(table, &weights, &x, bias.as_deref(), &mut y).unwrap();
             for i in 0..m * n {
@@ -41,7 +41,7 @@ proptest! {
         let mut rng = rng(seed);
         let x = values(m * k, 1.0, &mut rng);
         let w: Vec<bf16> = values(n * k, 0.5, &mut rng).into_iter().map(bf16::from_f32).collect();
-        for table in KernelTable::all_supported() {
+        for table in tables_under_test() {
             check_bf16(table, &x, &w, m, k, n)?;
         }
     }
@@ -53,7 +53,7 @@ proptest! {
         let mut rng = rng(seed);
         let x = values(m * k, 1.0, &mut rng);
         let w: Vec<bf16> = values(n * k, 0.5, &mut rng).into_iter().map(bf16::from_f32).collect();
-        for table in KernelTable::all_supported() {
+        for table in tables_under_test() {
             check_bf16(table, &x, &w, m, k, n)?;
         }
     }
@@ -66,7 +66,7 @@ proptest! {
         let mut rng = rng(seed);
         let x = values(m * k, 1.0, &mut rng);
         let w: Vec<bf16> = values(n * k, 0.5, &mut rng).into_iter().map(bf16::from_f32).collect();
-        for table in KernelTable::all_supported() {
+        for table in tables_under_test() {
             check_bf16(table, &x, &w, m, k, n)?;
         }
     }
@@ -129,7 +129,7 @@ fn bf16_qwen3_shapes() {
             .into_iter()
             .map(bf16::from_f32)
             .collect();
-        for table in KernelTable::all_supported() {
+        for table in tables_under_test() {
             check_bf16(table, &x, &w, m, k, n).unwrap();
         }
     }
@@ -149,8 +149,32 @@ fn shape_errors_are_reported_not_panicked() {
         Err(MatmulError::RaggedInput { .. })
     ));
     let mut y_short = vec![0.0; 2];
-    assert!(matmul_at(scalar(), &weights, &[1.0; 2], None, &mut y_short).is_err());
-    assert!(matmul_at(scalar(), &weights, &[1.0; 2], Some(&[0.0; 2]), &mut y).is_err());
+    let err = matmul_at(scalar(), &weights, &[1.0; 2], None, &mut y_short).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            MatmulError::Length {
+                what: "y",
+                got: 2,
+                expected: 3
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().starts_with("y has 2 elements"), "{err}");
+    let err = matmul_at(scalar(), &weights, &[1.0; 2], Some(&[0.0; 2]), &mut y).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            MatmulError::Length {
+                what: "bias",
+                got: 2,
+                expected: 3
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().starts_with("bias has 2 elements"), "{err}");
     assert!(matmul_at(scalar(), &weights, &[1.0; 2], Some(&[0.5; 3]), &mut y).is_ok());
     assert_eq!(y, vec![0.5; 3]);
 }

@@ -3,8 +3,7 @@
 #[path = "matmul_common/mod.rs"]
 mod common;
 
-use common::{order_tolerance, rng, scalar, shapes, values};
-use gattn_kernels::dispatch::KernelTable;
+use common::{order_tolerance, rng, scalar, shapes, tables_under_test, values};
 use gattn_kernels::matmul::{
     MatmulError, Q8Matrix, WeightMatrix, gate_up_silu_at, matmul_at, matmul_shared_input_at,
 };
@@ -31,7 +30,7 @@ proptest! {
         ];
         // q and v with a bias (qkv_bias checkpoints), k without.
         let biases = [Some(values(n, 1.0, &mut rng)), None, Some(values(n, 1.0, &mut rng))];
-        for table in KernelTable::all_supported() {
+        for table in tables_under_test() {
             let mut fused: Vec<Vec<f32>> = ws.iter().map(|w| vec![f32::NAN; m * w.n()]).collect();
             let mut outs: Vec<&mut [f32]> = fused.iter_mut().map(|v| v.as_mut_slice()).collect();
             let with_bias: Vec<_> = ws.iter().zip(&biases).map(|(w, b)| (*w, b.as_deref())).collect();
@@ -46,19 +45,22 @@ proptest! {
     }
 
     #[test]
-    fn gate_up_silu_equals_silu_gate_times_up(shape in shapes(), int8: bool) {
+    fn gate_up_silu_equals_silu_gate_times_up(shape in shapes(), format in 0u8..3) {
         let common::Shape { m, k, n, seed } = shape;
         let mut rng = rng(seed);
         let x = values(m * k, 1.0, &mut rng);
         let wg = values(n * k, 0.5, &mut rng);
         let wu = values(n * k, 0.5, &mut rng);
         let (qg, qu) = (Q8Matrix::quantize_f32(&wg, n, k).unwrap(), Q8Matrix::quantize_f32(&wu, n, k).unwrap());
-        let (gate, up) = if int8 {
-            (WeightMatrix::int8(&qg), WeightMatrix::int8(&qu))
-        } else {
-            (WeightMatrix::f32(&wg, n, k).unwrap(), WeightMatrix::f32(&wu, n, k).unwrap())
+        let to_bf16 = |w: &[f32]| w.iter().map(|&v| bf16::from_f32(v)).collect::<Vec<bf16>>();
+        let (bg, bu) = (to_bf16(&wg), to_bf16(&wu));
+        // f32, int8 and bf16 weights (the three formats an MLP loads).
+        let (gate, up) = match format {
+            0 => (WeightMatrix::f32(&wg, n, k).unwrap(), WeightMatrix::f32(&wu, n, k).unwrap()),
+            1 => (WeightMatrix::int8(&qg), WeightMatrix::int8(&qu)),
+            _ => (WeightMatrix::bf16(&bg, n, k).unwrap(), WeightMatrix::bf16(&bu, n, k).unwrap()),
         };
-        for table in KernelTable::all_supported() {
+        for table in tables_under_test() {
             let (mut g, mut u, mut y) = (vec![0.0; m * n], vec![0.0; m * n], vec![f32::NAN; m * n]);
             matmul_at(table, &gate, &x, None, &mut g).unwrap();
             matmul_at(table, &up, &x, None, &mut u).unwrap();
@@ -85,17 +87,22 @@ fn fusion_shape_mismatches_are_errors() {
         Err(MatmulError::Fusion { .. })
     ));
     let (mut y1, mut y2) = (vec![0.0; 4], vec![0.0; 4]);
-    assert!(
-        matmul_shared_input_at(
-            scalar(),
-            &[(wa, None), (wb, None)],
-            &[0.0; 8],
-            &mut [&mut y1, &mut y2]
-        )
-        .is_err()
-    );
-    assert!(
-        matmul_shared_input_at(scalar(), &[(wa, None)], &[0.0; 8], &mut [&mut y1, &mut y2])
-            .is_err()
-    );
+    let fusion_error = |result: Result<(), MatmulError>| match result {
+        Err(MatmulError::Fusion { what }) => what,
+        other => panic!("expected a fusion error, got {other:?}"),
+    };
+    let what = fusion_error(matmul_shared_input_at(
+        scalar(),
+        &[(wa, None), (wb, None)],
+        &[0.0; 8],
+        &mut [&mut y1, &mut y2],
+    ));
+    assert!(what.contains("input sizes differ: 8 and 6"), "{what}");
+    let what = fusion_error(matmul_shared_input_at(
+        scalar(),
+        &[(wa, None)],
+        &[0.0; 8],
+        &mut [&mut y1, &mut y2],
+    ));
+    assert!(what.contains("1 weight matrices but 2 outputs"), "{what}");
 }

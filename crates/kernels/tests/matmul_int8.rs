@@ -5,8 +5,7 @@
 #[path = "matmul_common/mod.rs"]
 mod common;
 
-use common::{order_tolerance, rng, shapes, values};
-use gattn_kernels::dispatch::KernelTable;
+use common::{order_tolerance, rng, shapes, tables_under_test, values};
 use gattn_kernels::matmul::{
     MatmulError, Q8FormatError, Q8Matrix, WeightMatrix, matmul_at, quantize_activations,
 };
@@ -40,15 +39,14 @@ proptest! {
         let back = q.dequantize();
         for row in 0..n {
             for col in 0..k {
+                // The scale the format defines, computed here, not read back from `q`.
+                let want_scale = block_scale(&w[row * k..(row + 1) * k], col);
                 let (_, s) = q.get(row, col);
+                prop_assert!((s - want_scale).abs() <= 1e-6 * want_scale, "({row}, {col}): scale {s}, want {want_scale}");
                 let err = (w[row * k + col] - back[row * k + col]).abs();
-                prop_assert!(err <= s / 2.0 * 1.0001, "({row}, {col}): error {err} scale {s}");
+                prop_assert!(err <= want_scale / 2.0 * 1.0001, "({row}, {col}): error {err} scale {want_scale}");
             }
         }
-        let block_max = |row: usize, b: usize| (b * BLOCK..((b + 1) * BLOCK).min(k))
-            .map(|c| w[row * k + c].abs()).fold(0.0f32, f32::max);
-        let (_, s) = q.get(0, 0);
-        prop_assert!((s - block_max(0, 0) / 127.0).abs() <= 1e-6 * s.max(1e-30));
     }
 
     #[test]
@@ -67,6 +65,16 @@ proptest! {
     }
 }
 
+/// `amax / 127` of the 64-value block of `row` that holds `col` (the inputs are finite and not
+/// all zero here).
+fn block_scale(row: &[f32], col: usize) -> f32 {
+    let block = &row[col / BLOCK * BLOCK..((col / BLOCK + 1) * BLOCK).min(row.len())];
+    block.iter().fold(0.0f32, |m, v| {
+        assert!(v.is_finite());
+        m.max(v.abs())
+    }) / 127.0
+}
+
 /// int8 weights and activations at every supported level: exact against the integer reference
 /// of the same quantized values (up to f32 rounding of the per-block terms), and within the
 /// bound the block scales imply against the f32 reference of the original values.
@@ -80,21 +88,39 @@ fn check_int8(m: usize, k: usize, n: usize, seed: u64) -> Result<(), TestCaseErr
     // The same quantized numbers, summed exactly per block (i32), then in f64.
     let mut exact = vec![0.0f64; m * n];
     let mut term_scale = vec![0.0f64; m * n];
-    // sum |x| * w_scale / 2 + |w_hat| * x_scale / 2: the quantization error bound.
+    // sum |x| * w_scale / 2 + |w| * x_scale / 2 (+ their product): the quantization error
+    // bound, with the scales the format defines (amax / 127), computed here from x and w.
     let mut quant_bound = vec![0.0f64; m * n];
+    let block_scales = |v: &[f32], rows: usize| -> Vec<f64> {
+        (0..rows)
+            .flat_map(|r| (0..k.div_ceil(BLOCK)).map(move |b| (r, b)))
+            .map(|(r, b)| block_scale(&v[r * k..(r + 1) * k], b * BLOCK) as f64)
+            .collect()
+    };
+    let (want_sw, want_sx) = (block_scales(&w, n), block_scales(&x, m));
     for i in 0..m {
         for j in 0..n {
             for b in 0..k.div_ceil(BLOCK) {
                 let (mut dot, mut abs) = (0i64, 0i64);
                 let (_, sw) = q.get(j, b * BLOCK);
                 let (_, sx) = qx.get(i, b * BLOCK);
+                let nb = k.div_ceil(BLOCK);
+                for (got, want) in [(sw, want_sw[j * nb + b]), (sx, want_sx[i * nb + b])] {
+                    prop_assert!(
+                        (got as f64 - want).abs() <= 1e-6 * want,
+                        "block {b}: scale {got}, the format's amax / 127 is {want}"
+                    );
+                }
                 for c in b * BLOCK..((b + 1) * BLOCK).min(k) {
                     let (wq, _) = q.get(j, c);
                     let (xq, _) = qx.get(i, c);
                     dot += wq as i64 * xq as i64;
                     abs += (wq as i64 * xq as i64).abs();
-                    quant_bound[i * n + j] +=
-                        (x[i * k + c].abs() * sw / 2.0 + (wq as f32 * sw).abs() * sx / 2.0) as f64;
+                    let want_sw = want_sw[j * k.div_ceil(BLOCK) + b];
+                    let want_sx = want_sx[i * k.div_ceil(BLOCK) + b];
+                    quant_bound[i * n + j] += x[i * k + c].abs() as f64 * want_sw / 2.0
+                        + w[j * k + c].abs() as f64 * want_sx / 2.0
+                        + want_sw * want_sx / 4.0;
                 }
                 exact[i * n + j] += dot as f64 * (sw as f64 * sx as f64);
                 term_scale[i * n + j] += abs as f64 * (sw as f64 * sx as f64);
@@ -105,7 +131,7 @@ fn check_int8(m: usize, k: usize, n: usize, seed: u64) -> Result<(), TestCaseErr
     matmul_f32(&x, &w, None, m, k, n, &mut reference);
 
     let weights = WeightMatrix::int8(&q);
-    for table in KernelTable::all_supported() {
+    for table in tables_under_test() {
         let mut y = vec![f32::NAN; m * n];
         matmul_at(table, &weights, &x, None, &mut y).unwrap();
         for idx in 0..m * n {
@@ -181,7 +207,7 @@ fn all_zero_and_huge_blocks_stay_finite() {
     w[k + 3] = 3.0e30;
     let q = Q8Matrix::quantize_f32(&w, n, k).unwrap();
     let x = vec![1.0f32; 2 * k];
-    for table in KernelTable::all_supported() {
+    for table in tables_under_test() {
         let mut y = vec![f32::NAN; 2 * n];
         matmul_at(table, &WeightMatrix::int8(&q), &x, None, &mut y).unwrap();
         assert!(y.iter().all(|v| v.is_finite()), "{table}: {y:?}");

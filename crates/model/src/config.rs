@@ -346,10 +346,11 @@ impl Qwen3Config {
             ));
         }
         let rms_norm_eps = f.number("rms_norm_eps")?.unwrap_or(1e-6);
-        if !(rms_norm_eps > 0.0 && rms_norm_eps < 1.0) {
+        // Checked as the f32 the model uses: a tiny f64 rounds to 0.
+        if !((rms_norm_eps as f32) > 0.0 && rms_norm_eps < 1.0) {
             return Err(f.error(
                 "rms_norm_eps",
-                format!("is {rms_norm_eps}, expected 0 < eps < 1"),
+                format!("is {rms_norm_eps}, expected 0 < eps < 1 (and above 0 as an f32)"),
             ));
         }
         let rope_parameters = f.object("rope_parameters")?;

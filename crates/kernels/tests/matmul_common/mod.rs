@@ -5,6 +5,11 @@ use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+#[path = "../checks/mod.rs"]
+mod checks;
+#[allow(unused_imports)] // each test file uses a part
+pub use checks::{max_abs_diff, tables_under_test};
+
 #[derive(Debug, Clone, Copy)]
 pub struct Shape {
     pub m: usize,
