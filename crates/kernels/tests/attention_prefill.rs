@@ -7,7 +7,8 @@ mod support;
 
 use gattn_kernels::SimdLevel;
 use gattn_kernels::attention::{
-    AttentionShape, AttentionStats, KvDtype, prefill, prefill_uses_amx_tiles, queries_as_used,
+    AttentionCall, AttentionShape, AttentionStats, KvDtype, prefill, prefill_uses_amx_tiles,
+    queries_as_used,
 };
 use proptest::prelude::*;
 use support::*;
@@ -115,12 +116,14 @@ fn check(case: &Case) {
         let mut stats = AttentionStats::default();
         prefill(
             level,
-            shape,
-            &q,
-            case.q_start,
-            case.n,
-            &layer,
-            gate,
+            AttentionCall {
+                shape,
+                queries: &q,
+                q_start: case.q_start,
+                n: case.n,
+                kv: &layer,
+                gate,
+            },
             &mut out,
             Some(&mut stats),
         )
@@ -147,12 +150,14 @@ fn check(case: &Case) {
         let mut plain = vec![f32::NAN; want.out.len()];
         prefill(
             level,
-            shape,
-            &q,
-            case.q_start,
-            case.n,
-            &layer,
-            gate,
+            AttentionCall {
+                shape,
+                queries: &q,
+                q_start: case.q_start,
+                n: case.n,
+                kv: &layer,
+                gate,
+            },
             &mut plain,
             None,
         )
@@ -183,7 +188,7 @@ proptest! {
         let want = reference(shape, &q, case.q_start, case.n, &per_head(&k, shape), &per_head(&v, shape), gate_of(1, &g));
         for level in SimdLevel::all_supported() {
             let mut out = vec![0.0; want.out.len()];
-            prefill(level, shape, &q, case.q_start, case.n, &layer, gate_of(1, &g), &mut out, None).unwrap();
+            prefill(level, AttentionCall { shape, queries: &q, q_start: case.q_start, n: case.n, kv: &layer, gate: gate_of(1, &g) }, &mut out, None).unwrap();
             prop_assert!(max_abs_diff(&out, &want.out) <= TOL_STORED);
         }
     }
@@ -202,11 +207,37 @@ fn prefill_rejects_bad_arguments() {
     let level = SimdLevel::Scalar;
     let none = gattn_kernels::attention::GateScores::None;
     assert!(
-        prefill(level, shape, &q, 2, 2, &layer, none, &mut out, None).is_err(),
+        prefill(
+            level,
+            AttentionCall {
+                shape,
+                queries: &q,
+                q_start: 2,
+                n: 2,
+                kv: &layer,
+                gate: none
+            },
+            &mut out,
+            None
+        )
+        .is_err(),
         "past the keys"
     );
     assert!(
-        prefill(level, shape, &q[1..], 0, 2, &layer, none, &mut out, None).is_err(),
+        prefill(
+            level,
+            AttentionCall {
+                shape,
+                queries: &q[1..],
+                q_start: 0,
+                n: 2,
+                kv: &layer,
+                gate: none
+            },
+            &mut out,
+            None
+        )
+        .is_err(),
         "q length"
     );
     let bad = AttentionShape {
@@ -214,13 +245,54 @@ fn prefill_rejects_bad_arguments() {
         ..shape
     };
     assert!(
-        prefill(level, bad, &q, 0, 2, &layer, none, &mut out, None).is_err(),
+        prefill(
+            level,
+            AttentionCall {
+                shape: bad,
+                queries: &q,
+                q_start: 0,
+                n: 2,
+                kv: &layer,
+                gate: none
+            },
+            &mut out,
+            None
+        )
+        .is_err(),
         "heads % kv heads"
     );
     let gate = gattn_kernels::attention::GateScores::Headwise(&[0.0; 3]);
     assert!(
-        prefill(level, shape, &q, 0, 2, &layer, gate, &mut out, None).is_err(),
+        prefill(
+            level,
+            AttentionCall {
+                shape,
+                queries: &q,
+                q_start: 0,
+                n: 2,
+                kv: &layer,
+                gate
+            },
+            &mut out,
+            None
+        )
+        .is_err(),
         "gate length"
     );
-    assert!(prefill(level, shape, &q, 0, 2, &layer, none, &mut out, None).is_ok());
+    assert!(
+        prefill(
+            level,
+            AttentionCall {
+                shape,
+                queries: &q,
+                q_start: 0,
+                n: 2,
+                kv: &layer,
+                gate: none
+            },
+            &mut out,
+            None
+        )
+        .is_ok()
+    );
 }

@@ -5,6 +5,8 @@
 //!
 //! [`KvCache`]: crate::KvCache
 
+use gattn_kernels::attention::DecodeScratch;
+
 use crate::rope::RopeAngles;
 
 /// Everything one forward chunk writes besides the KV cache and the logits.
@@ -43,6 +45,8 @@ pub struct AttentionScratch {
     pub gate_scores: Vec<f32>,
     /// The gated attention output, o_proj's input `[n, num_heads * head_dim]`.
     pub attn_out: Vec<f32>,
+    /// The decode kernel's work items and merged rows.
+    pub decode: DecodeScratch,
 }
 
 #[derive(Debug, Clone, Default)]

@@ -13,7 +13,7 @@ use super::kv::KvDtype;
 use super::kv_encode::quantize_int8;
 
 /// Query rows rounded to int8, in the natural element order of the stored K bytes.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Int8Queries {
     /// Bytes per row: the K row's bytes rounded up to a whole 64-byte register, zero past them.
     row_bytes: usize,
@@ -36,14 +36,28 @@ impl Int8Queries {
         row_words: usize,
         factor: f32,
     ) -> Int8Queries {
+        let mut queries = Int8Queries::default();
+        queries.fill(q, offsets, head_dim, row_words, factor);
+        queries
+    }
+
+    /// [`Int8Queries::new`] in place, reusing this value's buffers (a decode allocates nothing).
+    pub(crate) fn fill(
+        &mut self,
+        q: &[f32],
+        offsets: impl ExactSizeIterator<Item = usize>,
+        head_dim: usize,
+        row_words: usize,
+        factor: f32,
+    ) {
         let row_bytes = (row_words * 4).next_multiple_of(64);
         let rows = offsets.len();
-        let mut queries = Int8Queries {
-            row_bytes,
-            bytes: vec![0; rows * row_bytes],
-            scales: Vec::with_capacity(rows),
-            bias_corrections: Vec::with_capacity(rows),
-        };
+        let queries = self;
+        queries.row_bytes = row_bytes;
+        queries.bytes.clear();
+        queries.bytes.resize(rows * row_bytes, 0);
+        queries.scales.clear();
+        queries.bias_corrections.clear();
         for (r, offset) in offsets.enumerate() {
             let x = &q[offset..][..head_dim];
             let max_abs = x.iter().fold(0.0f32, |m, v| m.max((v * factor).abs()));
@@ -60,7 +74,6 @@ impl Int8Queries {
             queries.scales.push(scale);
             queries.bias_corrections.push(128 * sum);
         }
-        queries
     }
 
     /// Row `r` back in f32 (`q_i8 * scale`), `head_dim` values, for the f32 kernels.
