@@ -152,7 +152,10 @@ pub(crate) type Int8ScoresFn = unsafe fn(
 /// # Safety
 /// As [`scores_vnni`].
 #[cfg(target_arch = "x86_64")]
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "a kernel-table score loop: the tile state it reads, passed in registers"
+)]
 pub(crate) unsafe fn scores_vnni_rows(
     queries: &Int8Queries,
     first_row: usize,
@@ -189,7 +192,10 @@ pub(crate) unsafe fn scores_vnni_rows(
 /// `p` holds `(first_row + R) * p_stride` values and `ntok <= p_stride`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "a kernel-table score loop: the tile state it reads, passed in registers"
+)]
 pub(crate) unsafe fn scores_vnni<const R: usize>(
     queries: &Int8Queries,
     first_row: usize,
@@ -226,7 +232,11 @@ const WORDS_PER_REGISTER: usize = 16;
 /// As [`scores_vnni`], and `kv.row_words == 16 * NB` if `NB > 0`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
-#[allow(clippy::too_many_arguments, clippy::needless_range_loop)] // small register arrays
+#[allow(
+    clippy::too_many_arguments,
+    clippy::needless_range_loop,
+    reason = "a kernel-table score loop: the tile state it reads, passed in registers; small register arrays"
+)] // small register arrays
 unsafe fn scores_rows<const R: usize, const NB: usize>(
     queries: &Int8Queries,
     first_row: usize,
