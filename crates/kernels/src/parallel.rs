@@ -304,6 +304,9 @@ mod tests {
                                 map(n, |i| 3 * i),
                                 (0..n).map(|i| 3 * i).collect::<Vec<_>>()
                             );
+                            let mut items = vec![0usize; n];
+                            for_each_mut(&mut items, |i, item| *item += i + 1);
+                            assert!(items.iter().enumerate().all(|(i, &x)| x == i + 1));
                         }
                     };
                     if spinning {
