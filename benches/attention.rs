@@ -11,7 +11,9 @@
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use gattn_benches::median_seconds;
-use gattn_kernels::attention::{AttentionShape, GateScores, KvDtype, KvLayer, decode, prefill};
+use gattn_kernels::attention::{
+    AttentionCall, AttentionShape, DecodeScratch, GateScores, KvDtype, KvLayer, decode, prefill,
+};
 use gattn_kernels::bandwidth::measure_read_bandwidth_gbps;
 use gattn_kernels::dispatch::simd_level;
 use std::hint::black_box;
@@ -95,17 +97,22 @@ fn bench_decode(c: &mut Criterion) {
             let kv = layer(dtype, tokens);
             let bytes = (tokens * kv.bytes_per_token()) as f64;
             let mut out = vec![0.0; row];
+            let mut scratch = DecodeScratch::default();
             let mut run = || {
                 pool.install(|| {
                     decode(
                         level,
-                        SHAPE,
-                        &q,
-                        tokens - 1,
-                        &kv,
-                        GateScores::None,
+                        AttentionCall {
+                            shape: SHAPE,
+                            queries: &q,
+                            q_start: tokens - 1,
+                            n: 1,
+                            kv: &kv,
+                            gate: GateScores::None,
+                        },
                         &mut out,
                         None,
+                        &mut scratch,
                     )
                     .unwrap()
                 });
@@ -157,9 +164,24 @@ fn bench_gate_cost(c: &mut Criterion) {
     let mut medians = Vec::new();
     for (name, gate) in gates {
         let mut out = vec![0.0; row];
+        let mut scratch = DecodeScratch::default();
         let mut run = || {
             pool.install(|| {
-                decode(level, SHAPE, &q, tokens - 1, &kv, gate, &mut out, None).unwrap()
+                decode(
+                    level,
+                    AttentionCall {
+                        shape: SHAPE,
+                        queries: &q,
+                        q_start: tokens - 1,
+                        n: 1,
+                        kv: &kv,
+                        gate,
+                    },
+                    &mut out,
+                    None,
+                    &mut scratch,
+                )
+                .unwrap()
             });
             black_box(&out);
         };
@@ -173,9 +195,24 @@ fn bench_gate_cost(c: &mut Criterion) {
         let mut t = [0.0; 3];
         for (i, (_, gate)) in gates.iter().enumerate() {
             let mut out = vec![0.0; row];
+            let mut scratch = DecodeScratch::default();
             t[i] = median_seconds(3, || {
                 pool.install(|| {
-                    decode(level, SHAPE, &q, tokens - 1, &kv, *gate, &mut out, None).unwrap()
+                    decode(
+                        level,
+                        AttentionCall {
+                            shape: SHAPE,
+                            queries: &q,
+                            q_start: tokens - 1,
+                            n: 1,
+                            kv: &kv,
+                            gate: *gate,
+                        },
+                        &mut out,
+                        None,
+                        &mut scratch,
+                    )
+                    .unwrap()
                 });
             });
         }
@@ -217,12 +254,14 @@ fn bench_prefill(c: &mut Criterion) {
             pool.install(|| {
                 prefill(
                     level,
-                    SHAPE,
-                    &q,
-                    offset,
-                    n,
-                    &kv,
-                    GateScores::None,
+                    AttentionCall {
+                        shape: SHAPE,
+                        queries: &q,
+                        q_start: offset,
+                        n,
+                        kv: &kv,
+                        gate: GateScores::None,
+                    },
                     &mut out,
                     None,
                 )

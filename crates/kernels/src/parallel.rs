@@ -24,6 +24,40 @@ pub fn for_each(n: usize, f: impl Fn(usize) + Sync) {
     }
 }
 
+/// Runs `f(i, &mut items[i])` for every item, in parallel (each item borrowed by one call).
+pub fn for_each_mut<T: Send>(items: &mut [T], f: impl Fn(usize, &mut T) + Sync) {
+    match TEAM.with(Cell::get) {
+        Some(team) if items.len() > 1 => {
+            let base = ItemsPtr(items.as_mut_ptr());
+            team.run(items.len(), &|i| {
+                // SAFETY: `i < items.len()`, and `Team::run` runs each index exactly once (its
+                // claim word hands an index to one thread), so no two calls share an item; the
+                // slice stays borrowed (by this function) until every index has finished.
+                let item = unsafe { &mut *base.at(i) };
+                f(i, item)
+            });
+        }
+        _ => items
+            .par_iter_mut()
+            .enumerate()
+            .for_each(|(i, item)| f(i, item)),
+    }
+}
+
+/// The start of the slice [`for_each_mut`] hands out, shared by the threads of its loop.
+struct ItemsPtr<T>(*mut T);
+
+impl<T> ItemsPtr<T> {
+    /// A method (not the field) so that closures capture the whole `Sync` wrapper.
+    fn at(&self, i: usize) -> *mut T {
+        self.0.wrapping_add(i)
+    }
+}
+
+// SAFETY: the pointer is only used to reach distinct items from distinct threads (see
+// `for_each_mut`), which is what `&mut [T]` with `T: Send` allows (as `par_iter_mut` does).
+unsafe impl<T: Send> Sync for ItemsPtr<T> {}
+
 /// `[f(0), .., f(n - 1)]`, computed in parallel.
 pub fn map<T: Send + Sync>(n: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
     match TEAM.with(Cell::get) {
@@ -50,15 +84,20 @@ pub fn with_spinning_workers<R: Send>(f: impl FnOnce() -> R + Send) -> R {
         return f();
     }
     let team = Team::new();
-    // `rayon::scope` runs its closure on a worker of the pool (the caller's thread may be
-    // outside it), so the leader and the helpers are the pool's threads, as many as it has.
-    rayon::scope(|scope| {
-        for _ in 0..helpers {
-            scope.spawn(|_| team.help());
-        }
-        let _leading = Leading::start(&team);
-        f()
-    })
+    // `rayon::join` runs on a worker of the pool (the caller's thread may be outside it), so
+    // the leader and the helpers are the pool's threads, as many as it has. Its jobs live on
+    // the stack (`rayon::scope` would box each spawned helper: a decode step allocates nothing).
+    lead_with_helpers(&team, helpers, f)
+}
+
+/// Runs `f` as `team`'s leader beside `helpers` jobs of `team.help()` offered to the pool.
+fn lead_with_helpers<R: Send>(team: &Team, helpers: usize, f: impl FnOnce() -> R + Send) -> R {
+    if helpers == 0 {
+        // Dropped at the end of `f`, before the joins above wait for their helpers.
+        let _leading = Leading::start(team);
+        return f();
+    }
+    rayon::join(|| lead_with_helpers(team, helpers - 1, f), || team.help()).0
 }
 
 thread_local! {
@@ -71,9 +110,10 @@ thread_local! {
 /// Marks this thread as `team`'s leader; on drop (also when `f` panics) lets the helpers go.
 ///
 /// Why the `&'static Team` in [`TEAM`] never outlives the team:
-/// - The team is a local of [`with_spinning_workers`]. The guard is made inside the
-///   `rayon::scope` closure and dropped at its end, on return and on unwind alike, so before the
-///   scope (which also joins every helper) returns and the team is dropped.
+/// - The team is a local of [`with_spinning_workers`]. The guard is made inside the innermost
+///   `rayon::join` of [`lead_with_helpers`] and dropped at the end of `f`, on return and on
+///   unwind alike, so before the joins (which also wait for every helper) return and the team
+///   is dropped.
 /// - Only the leader's thread holds the reference, and only while the guard lives: `drop`
 ///   clears it, and [`Team::run`] (reached only through it, on this thread) takes it out for the
 ///   loop and puts it back before returning or re-raising a body's panic.
@@ -264,6 +304,9 @@ mod tests {
                                 map(n, |i| 3 * i),
                                 (0..n).map(|i| 3 * i).collect::<Vec<_>>()
                             );
+                            let mut items = vec![0usize; n];
+                            for_each_mut(&mut items, |i, item| *item += i + 1);
+                            assert!(items.iter().enumerate().all(|(i, &x)| x == i + 1));
                         }
                     };
                     if spinning {

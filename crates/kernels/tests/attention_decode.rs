@@ -5,8 +5,8 @@
 mod support;
 
 use gattn_kernels::attention::{
-    AttentionShape, AttentionStats, KvDtype, decode, decode_parts, decode_with_parts, prefill,
-    queries_as_used,
+    AttentionCall, AttentionShape, AttentionStats, DecodeScratch, KvDtype, decode, decode_parts,
+    decode_with_parts, prefill, queries_as_used,
 };
 use proptest::prelude::*;
 use support::*;
@@ -40,18 +40,18 @@ proptest! {
 
         for level in levels_under_test() {
             let mut unsplit = vec![f32::NAN; q.len()];
-            decode_with_parts(level, shape, &q, position, &layer, gate, &mut unsplit, None, 1).unwrap();
+            decode_with_parts(level, AttentionCall { shape, queries: &q, q_start: position, n: 1, kv: &layer, gate }, &mut unsplit, None, &mut DecodeScratch::default(), 1).unwrap();
             prop_assert!(max_abs_diff(&unsplit, &want.out) <= 1e-4, "{level} unsplit vs reference");
             for parts in 2..=8 {
                 let mut out = vec![f32::NAN; q.len()];
                 let mut stats = AttentionStats::default();
-                decode_with_parts(level, shape, &q, position, &layer, gate, &mut out, Some(&mut stats), parts).unwrap();
+                decode_with_parts(level, AttentionCall { shape, queries: &q, q_start: position, n: 1, kv: &layer, gate }, &mut out, Some(&mut stats), &mut DecodeScratch::default(), parts).unwrap();
                 let diff = max_abs_diff(&out, &unsplit);
                 prop_assert!(diff <= 1e-5, "{level}: {parts} parts differ from unsplit by {diff}");
                 assert_stats_close(&stats, &want.stats);
             }
             let mut auto = vec![f32::NAN; q.len()];
-            decode(level, shape, &q, position, &layer, gate, &mut auto, None).unwrap();
+            decode(level, AttentionCall { shape, queries: &q, q_start: position, n: 1, kv: &layer, gate }, &mut auto, None, &mut DecodeScratch::default()).unwrap();
             prop_assert!(max_abs_diff(&auto, &unsplit) <= 1e-5);
         }
     }
@@ -94,13 +94,17 @@ fn decode_is_safe_at_131072_keys() {
             let mut out = vec![f32::NAN; q.len()];
             decode_with_parts(
                 level,
-                shape,
-                &q,
-                kv_len - 1,
-                &layer,
-                gate,
+                AttentionCall {
+                    shape,
+                    queries: &q,
+                    q_start: kv_len - 1,
+                    n: 1,
+                    kv: &layer,
+                    gate,
+                },
                 &mut out,
                 None,
+                &mut DecodeScratch::default(),
                 parts,
             )
             .unwrap();
@@ -148,13 +152,17 @@ fn fully_masked_tiles_give_no_nan() {
                 let mut stats = AttentionStats::default();
                 decode_with_parts(
                     level,
-                    shape,
-                    &q,
-                    kv_len - 1,
-                    &layer,
-                    gate,
+                    AttentionCall {
+                        shape,
+                        queries: &q,
+                        q_start: kv_len - 1,
+                        n: 1,
+                        kv: &layer,
+                        gate,
+                    },
                     &mut out,
                     Some(&mut stats),
+                    &mut DecodeScratch::default(),
                     parts,
                 )
                 .unwrap();
@@ -169,7 +177,20 @@ fn fully_masked_tiles_give_no_nan() {
             let n = kv_len;
             let qs: Vec<f32> = q.iter().copied().cycle().take(n * 128).collect();
             let mut out = vec![f32::NAN; n * 128];
-            prefill(level, shape, &qs, 0, n, &layer, gate, &mut out, None).unwrap();
+            prefill(
+                level,
+                AttentionCall {
+                    shape,
+                    queries: &qs,
+                    q_start: 0,
+                    n,
+                    kv: &layer,
+                    gate,
+                },
+                &mut out,
+                None,
+            )
+            .unwrap();
             assert!(
                 out.iter().all(|x| x.is_finite()),
                 "{dtype} {level}: prefill produced NaN"

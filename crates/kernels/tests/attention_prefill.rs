@@ -7,7 +7,8 @@ mod support;
 
 use gattn_kernels::SimdLevel;
 use gattn_kernels::attention::{
-    AttentionError, AttentionShape, AttentionStats, KvDtype, prefill, prefill_uses_amx_tiles,
+    AttentionCall, AttentionError, AttentionShape, AttentionStats, KvDtype, prefill,
+    prefill_uses_amx_tiles,
     queries_as_used,
 };
 use proptest::prelude::*;
@@ -116,12 +117,14 @@ fn check(case: &Case) {
         let mut stats = AttentionStats::default();
         prefill(
             level,
-            shape,
-            &q,
-            case.q_start,
-            case.n,
-            &layer,
-            gate,
+            AttentionCall {
+                shape,
+                queries: &q,
+                q_start: case.q_start,
+                n: case.n,
+                kv: &layer,
+                gate,
+            },
             &mut out,
             Some(&mut stats),
         )
@@ -148,12 +151,14 @@ fn check(case: &Case) {
         let mut plain = vec![f32::NAN; want.out.len()];
         prefill(
             level,
-            shape,
-            &q,
-            case.q_start,
-            case.n,
-            &layer,
-            gate,
+            AttentionCall {
+                shape,
+                queries: &q,
+                q_start: case.q_start,
+                n: case.n,
+                kv: &layer,
+                gate,
+            },
             &mut plain,
             None,
         )
@@ -184,7 +189,7 @@ proptest! {
         let want = reference(shape, &q, case.q_start, case.n, &per_head(&k, shape), &per_head(&v, shape), gate_of(1, &g));
         for level in levels_under_test() {
             let mut out = vec![0.0; want.out.len()];
-            prefill(level, shape, &q, case.q_start, case.n, &layer, gate_of(1, &g), &mut out, None).unwrap();
+            prefill(level, AttentionCall { shape, queries: &q, q_start: case.q_start, n: case.n, kv: &layer, gate: gate_of(1, &g) }, &mut out, None).unwrap();
             prop_assert!(max_abs_diff(&out, &want.out) <= TOL_STORED);
         }
     }
@@ -202,7 +207,15 @@ fn prefill_rejects_bad_arguments() {
     let mut out = vec![0.0; 2 * 32];
     let level = SimdLevel::Scalar;
     let none = gattn_kernels::attention::GateScores::None;
-    let err = prefill(level, shape, &q, 2, 2, &layer, none, &mut out, None).unwrap_err();
+    let call = |shape, queries, q_start, gate| AttentionCall {
+        shape,
+        queries,
+        q_start,
+        n: 2,
+        kv: &layer,
+        gate,
+    };
+    let err = prefill(level, call(shape, &q, 2, none), &mut out, None).unwrap_err();
     assert!(
         matches!(
             err,
@@ -213,7 +226,7 @@ fn prefill_rejects_bad_arguments() {
         ),
         "past the keys: {err}"
     );
-    let err = prefill(level, shape, &q[1..], 0, 2, &layer, none, &mut out, None).unwrap_err();
+    let err = prefill(level, call(shape, &q[1..], 0, none), &mut out, None).unwrap_err();
     assert!(
         matches!(
             err,
@@ -229,13 +242,13 @@ fn prefill_rejects_bad_arguments() {
         num_heads: 3,
         ..shape
     };
-    let err = prefill(level, bad, &q, 0, 2, &layer, none, &mut out, None).unwrap_err();
+    let err = prefill(level, call(bad, &q, 0, none), &mut out, None).unwrap_err();
     assert!(
         matches!(err, AttentionError::BadShape(s) if s == bad),
         "heads % kv heads: {err}"
     );
     let gate = gattn_kernels::attention::GateScores::Headwise(&[0.0; 3]);
-    let err = prefill(level, shape, &q, 0, 2, &layer, gate, &mut out, None).unwrap_err();
+    let err = prefill(level, call(shape, &q, 0, gate), &mut out, None).unwrap_err();
     assert!(
         matches!(
             err,
@@ -247,5 +260,5 @@ fn prefill_rejects_bad_arguments() {
         ),
         "gate length: {err}"
     );
-    assert!(prefill(level, shape, &q, 0, 2, &layer, none, &mut out, None).is_ok());
+    assert!(prefill(level, call(shape, &q, 0, none), &mut out, None).is_ok());
 }

@@ -14,7 +14,7 @@
 mod support;
 
 use gattn_kernels::attention::{
-    AttentionShape, AttentionStats, KvDtype, prefill_on, prefill_uses_amx_tiles,
+    AttentionCall, AttentionShape, AttentionStats, KvDtype, prefill_on, prefill_uses_amx_tiles,
 };
 use gattn_kernels::reference::{apply_output_gate, causal_attention};
 use gattn_kernels::{KernelTable, SimdLevel};
@@ -122,12 +122,14 @@ fn check(case: &Case) -> Result<(), TestCaseError> {
     let table = amx_table().expect("checked by the caller");
     prefill_on(
         table,
-        shape,
-        &q,
-        case.q_start,
-        n,
-        &layer,
-        gate,
+        AttentionCall {
+            shape,
+            queries: &q,
+            q_start: case.q_start,
+            n,
+            kv: &layer,
+            gate,
+        },
         &mut out,
         Some(&mut stats),
     )
@@ -173,12 +175,14 @@ fn check(case: &Case) -> Result<(), TestCaseError> {
     let mut plain = vec![f32::NAN; want.len()];
     prefill_on(
         table,
-        shape,
-        &q,
-        case.q_start,
-        n,
-        &layer,
-        gate,
+        AttentionCall {
+            shape,
+            queries: &q,
+            q_start: case.q_start,
+            n,
+            kv: &layer,
+            gate,
+        },
         &mut plain,
         None,
     )

@@ -62,7 +62,8 @@ impl<'a> GenerateOptions<'a> {
 
 /// Feeds `prompt` into `cache` (in chunks of the model's `prefill_chunk`) and samples up to
 /// `max_tokens` tokens. `on_token` sees each generated token as it is sampled and returns `false`
-/// to stop. The logits buffer and the cache's scratch are reused: decoding allocates nothing.
+/// to stop. The logits buffer, the sampler's buffers and the cache's scratch are reused: after the
+/// first step, decoding allocates nothing (see [`crate::scratch`] for the one exception).
 pub fn generate(
     model: &Qwen3Model,
     cache: &mut KvCache,

@@ -46,7 +46,7 @@ impl LayerKvCache {
 }
 
 /// The state of one sequence: its keys and values per layer, and the activation buffers its
-/// forward passes reuse (so decoding a token allocates nothing).
+/// forward passes reuse (so decoding a token allocates nothing: see [`crate::scratch`]).
 #[derive(Debug, Clone)]
 pub struct KvCache {
     layers: Vec<LayerKvCache>,

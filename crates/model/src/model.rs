@@ -176,7 +176,8 @@ impl Qwen3Model {
     }
 
     /// As [`forward`](Self::forward), into `logits` (resized; reusing it across calls, as the
-    /// generation loop does, means decoding allocates nothing).
+    /// generation loop does, means decoding allocates nothing after the first step: see
+    /// [`crate::scratch`]).
     pub fn forward_into(
         &self,
         tokens: &[u32],

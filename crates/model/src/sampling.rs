@@ -51,6 +51,10 @@ impl Default for SamplingParams {
 pub struct Sampler {
     params: SamplingParams,
     rng: StdRng,
+    /// (token, logit) candidates and their probabilities, reused: sampling allocates nothing
+    /// after the first token.
+    candidates: Vec<(u32, f32)>,
+    probs: Vec<f32>,
 }
 
 impl Sampler {
@@ -58,6 +62,8 @@ impl Sampler {
         Sampler {
             params,
             rng: StdRng::seed_from_u64(params.seed),
+            candidates: Vec::new(),
+            probs: Vec::new(),
         }
     }
 
@@ -68,11 +74,9 @@ impl Sampler {
         // Candidates sorted by logit, most likely first (ties by id: a total order, so the kept
         // set and its order are deterministic).
         let by_rank = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-        let mut candidates: Vec<(u32, f32)> = logits
-            .iter()
-            .enumerate()
-            .map(|(i, &l)| (i as u32, l))
-            .collect();
+        let (candidates, probs) = (&mut self.candidates, &mut self.probs);
+        candidates.clear();
+        candidates.extend(logits.iter().enumerate().map(|(i, &l)| (i as u32, l)));
         let top_k = self.params.top_k;
         if top_k > 0 && top_k < candidates.len() {
             // Only the top k are needed: pick them out in linear time before sorting them
@@ -80,12 +84,15 @@ impl Sampler {
             candidates.select_nth_unstable_by(top_k - 1, by_rank);
             candidates.truncate(top_k);
         }
-        candidates.sort_by(by_rank);
+        // A total order: the unstable sort (which needs no buffer) gives the stable sort's order.
+        candidates.sort_unstable_by(by_rank);
         let max = candidates[0].1;
-        let mut probs: Vec<f32> = candidates
-            .iter()
-            .map(|&(_, l)| ((l - max) / self.params.temperature).exp())
-            .collect();
+        probs.clear();
+        probs.extend(
+            candidates
+                .iter()
+                .map(|&(_, l)| ((l - max) / self.params.temperature).exp()),
+        );
         let total: f32 = probs.iter().sum();
         probs.iter_mut().for_each(|p| *p /= total);
         if self.params.top_p < 1.0 {

@@ -1,9 +1,14 @@
 //! The activation buffers of the forward pass, owned by the sequence's [`KvCache`] and reused by
-//! every call on it: after the first chunk, decoding a token allocates nothing.
+//! every call on it: after the first decode step, decoding a token allocates nothing (on any
+//! thread; checked by `tests/decode_allocations.rs`, which counts every allocation). Run from a
+//! thread outside the rayon pool, a step goes through rayon's injector queue, which allocates a
+//! block of its own every 63 steps.
 //!
 //! Buffers grow to the largest chunk seen (at most `--prefill-chunk` tokens) and never shrink.
 //!
 //! [`KvCache`]: crate::KvCache
+
+use gattn_kernels::attention::DecodeScratch;
 
 use crate::rope::RopeAngles;
 
@@ -43,6 +48,8 @@ pub struct AttentionScratch {
     pub gate_scores: Vec<f32>,
     /// The gated attention output, o_proj's input `[n, num_heads * head_dim]`.
     pub attn_out: Vec<f32>,
+    /// The decode kernel's work items and merged rows.
+    pub decode: DecodeScratch,
 }
 
 #[derive(Debug, Clone, Default)]

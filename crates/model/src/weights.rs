@@ -259,11 +259,11 @@ impl Linear {
 
     /// Several linears of the same input (q, k, v): on the fast backend one read of x and one
     /// parallel pass over all their weights. `ys[i]` is `[n, linears[i].out_features]`.
-    pub fn forward_shared_input(
-        linears: &[&Linear],
+    pub fn forward_shared_input<const N: usize>(
+        linears: &[&Linear; N],
         x: &[f32],
         n: usize,
-        ys: &mut [&mut [f32]],
+        ys: &mut [&mut [f32]; N],
         backend: Backend,
     ) -> Result<()> {
         if backend == Backend::Reference {
@@ -272,13 +272,14 @@ impl Linear {
             }
             return Ok(());
         }
-        let weights = linears
-            .iter()
-            .map(|l| l.simd_weights())
-            .collect::<Result<Vec<_>>>()?;
-        let matrices: Vec<_> = (weights.iter().zip(linears))
-            .map(|(w, l)| (w.matrix(), l.bias.as_deref()))
-            .collect();
+        // Arrays, not Vecs: a decode step allocates nothing.
+        let results = linears.map(Linear::simd_weights);
+        if results.iter().any(Result::is_err) {
+            return Err(results.into_iter().find_map(Result::err).expect("an error"));
+        }
+        let weights = results.map(|w| w.expect("no error"));
+        let matrices: [_; N] =
+            std::array::from_fn(|i| (weights[i].matrix(), linears[i].bias.as_deref()));
         matmul::matmul_shared_input(&matrices, x, ys)?;
         Ok(())
     }

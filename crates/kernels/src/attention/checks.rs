@@ -1,21 +1,22 @@
 //! Argument validation shared by the public entry points, so the kernels below can index freely.
 
-use super::AttentionError;
-use super::kv::KvLayer;
+use super::{AttentionCall, AttentionError};
 use crate::SimdLevel;
 use crate::reference::{AttentionShape, GateScores};
 
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn check_call(
     level: SimdLevel,
-    shape: AttentionShape,
-    q: &[f32],
-    q_start: usize,
-    n: usize,
-    kv: &KvLayer,
-    gate: GateScores<'_>,
+    call: &AttentionCall<'_>,
     out: &[f32],
 ) -> Result<(), AttentionError> {
+    let AttentionCall {
+        shape,
+        queries: q,
+        q_start,
+        n,
+        kv,
+        gate,
+    } = *call;
     if !level.is_supported() {
         return Err(AttentionError::UnsupportedLevel(level));
     }

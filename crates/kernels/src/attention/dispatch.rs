@@ -4,7 +4,7 @@
 
 use super::kv::{KvDtype, KvHeadView};
 use super::microkernel::{Bf16Words, F32Words, Int8Words};
-use super::tile::{PartialRows, QueryRow, attend_range};
+use super::tile::{QueryRow, TileScratch, attend_range};
 use crate::SimdLevel;
 use crate::dispatch::KernelTable;
 use pulp::{Simd, WithSimd};
@@ -20,26 +20,29 @@ pub(crate) struct AttendRange<'a> {
     pub q: &'a [f32],
     pub rows: &'a [QueryRow],
     pub keys: Range<usize>,
+    /// Where the rows' softmax state is written (`scratch.partial`), and the working buffers.
+    pub scratch: &'a mut TileScratch,
 }
 
 impl WithSimd for AttendRange<'_> {
-    type Output = PartialRows;
+    type Output = ();
 
     #[inline(always)]
-    fn with_simd<S: Simd>(self, simd: S) -> PartialRows {
+    fn with_simd<S: Simd>(self, simd: S) {
         let AttendRange {
             level,
             kv,
             q,
             rows,
             keys,
+            scratch,
         } = self;
         // An unsupported level never gets here (the entry points check); it would get none.
         let scores = KernelTable::for_level(level).and_then(KernelTable::int8_kv_scores);
         match kv.dtype {
-            KvDtype::F32 => attend_range::<S, F32Words>(simd, kv, q, rows, keys, None),
-            KvDtype::Bf16 => attend_range::<S, Bf16Words>(simd, kv, q, rows, keys, None),
-            KvDtype::Int8 => attend_range::<S, Int8Words>(simd, kv, q, rows, keys, scores),
+            KvDtype::F32 => attend_range::<S, F32Words>(simd, kv, q, rows, keys, None, scratch),
+            KvDtype::Bf16 => attend_range::<S, Bf16Words>(simd, kv, q, rows, keys, None, scratch),
+            KvDtype::Int8 => attend_range::<S, Int8Words>(simd, kv, q, rows, keys, scores, scratch),
         }
     }
 }

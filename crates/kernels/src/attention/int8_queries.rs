@@ -13,7 +13,7 @@ use super::kv::KvDtype;
 use super::kv_encode::quantize_int8;
 
 /// Query rows rounded to int8, in the natural element order of the stored K bytes.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Int8Queries {
     /// Bytes per row: the K row's bytes rounded up to a whole 64-byte register, zero past them.
     row_bytes: usize,
@@ -36,14 +36,28 @@ impl Int8Queries {
         row_words: usize,
         factor: f32,
     ) -> Int8Queries {
+        let mut queries = Int8Queries::default();
+        queries.fill(q, offsets, head_dim, row_words, factor);
+        queries
+    }
+
+    /// [`Int8Queries::new`] in place, reusing this value's buffers (a decode allocates nothing).
+    pub(crate) fn fill(
+        &mut self,
+        q: &[f32],
+        offsets: impl ExactSizeIterator<Item = usize>,
+        head_dim: usize,
+        row_words: usize,
+        factor: f32,
+    ) {
         let row_bytes = (row_words * 4).next_multiple_of(64);
         let rows = offsets.len();
-        let mut queries = Int8Queries {
-            row_bytes,
-            bytes: vec![0; rows * row_bytes],
-            scales: Vec::with_capacity(rows),
-            bias_corrections: Vec::with_capacity(rows),
-        };
+        let queries = self;
+        queries.row_bytes = row_bytes;
+        queries.bytes.clear();
+        queries.bytes.resize(rows * row_bytes, 0);
+        queries.scales.clear();
+        queries.bias_corrections.clear();
         for (r, offset) in offsets.enumerate() {
             let x = &q[offset..][..head_dim];
             let max_abs = x.iter().fold(0.0f32, |m, v| m.max((v * factor).abs()));
@@ -60,7 +74,6 @@ impl Int8Queries {
             queries.scales.push(scale);
             queries.bias_corrections.push(128 * sum);
         }
-        queries
     }
 
     /// Row `r` back in f32 (`q_i8 * scale`), `head_dim` values, for the f32 kernels.
@@ -139,7 +152,10 @@ pub(crate) type Int8ScoresFn = unsafe fn(
 /// # Safety
 /// As [`scores_vnni`].
 #[cfg(target_arch = "x86_64")]
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "a kernel-table score loop: the tile state it reads, passed in registers"
+)]
 pub(crate) unsafe fn scores_vnni_rows(
     queries: &Int8Queries,
     first_row: usize,
@@ -176,7 +192,10 @@ pub(crate) unsafe fn scores_vnni_rows(
 /// `p` holds `(first_row + R) * p_stride` values and `ntok <= p_stride`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "a kernel-table score loop: the tile state it reads, passed in registers"
+)]
 pub(crate) unsafe fn scores_vnni<const R: usize>(
     queries: &Int8Queries,
     first_row: usize,
@@ -213,7 +232,11 @@ const WORDS_PER_REGISTER: usize = 16;
 /// As [`scores_vnni`], and `kv.row_words == 16 * NB` if `NB > 0`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
-#[allow(clippy::too_many_arguments, clippy::needless_range_loop)] // small register arrays
+#[allow(
+    clippy::too_many_arguments,
+    clippy::needless_range_loop,
+    reason = "a kernel-table score loop: the tile state it reads, passed in registers; small register arrays"
+)] // small register arrays
 unsafe fn scores_rows<const R: usize, const NB: usize>(
     queries: &Int8Queries,
     first_row: usize,

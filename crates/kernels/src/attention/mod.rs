@@ -30,7 +30,7 @@ mod tile;
 
 pub use crate::reference::{AttentionShape, GateScores};
 pub use amx_prefill::prefill_uses_amx_tiles;
-pub use decode::{decode, decode_parts, decode_with_parts};
+pub use decode::{DecodeScratch, decode, decode_parts, decode_with_parts};
 pub(crate) use int8_queries::Int8ScoresFn;
 pub use int8_queries::queries_as_used;
 pub use kv::{KvDtype, KvError, KvHeadView, KvLayer};
@@ -66,22 +66,33 @@ pub enum AttentionError {
     QueriesPastKeys { q_end: usize, kv_len: usize },
 }
 
-/// [`prefill`] for `n > 1`, [`decode`] (split across threads) for `n == 1`.
-#[allow(clippy::too_many_arguments)]
+/// One attention call: the `n` queries at positions `q_start .. q_start + n` against the keys
+/// cached in `kv` (at least `q_start + n` of them; later ones are ignored, by causality), with
+/// the output gate. Built once by the caller and passed to [`attend`], [`prefill`], [`decode`].
+#[derive(Debug, Clone, Copy)]
+pub struct AttentionCall<'a> {
+    pub shape: AttentionShape,
+    /// `[n, num_heads, head_dim]`, after q_norm and RoPE.
+    pub queries: &'a [f32],
+    /// Absolute position of the first query.
+    pub q_start: usize,
+    pub n: usize,
+    pub kv: &'a KvLayer,
+    /// The chunk's gate scores (`[n, H]` headwise, `[n, H * D]` elementwise).
+    pub gate: GateScores<'a>,
+}
+
+/// [`prefill`] for `n > 1`, [`decode`] (split across threads, in `scratch`) for `n == 1`.
 pub fn attend(
     level: SimdLevel,
-    shape: AttentionShape,
-    q: &[f32],
-    q_start: usize,
-    n: usize,
-    kv: &KvLayer,
-    gate: GateScores<'_>,
+    call: AttentionCall<'_>,
     out: &mut [f32],
     stats: Option<&mut AttentionStats>,
+    scratch: &mut DecodeScratch,
 ) -> Result<(), AttentionError> {
-    if n == 1 {
-        decode(level, shape, q, q_start, kv, gate, out, stats)
+    if call.n == 1 {
+        decode(level, call, out, stats, scratch)
     } else {
-        prefill(level, shape, q, q_start, n, kv, gate, out, stats)
+        prefill(level, call, out, stats)
     }
 }

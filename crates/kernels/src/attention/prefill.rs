@@ -1,13 +1,12 @@
 //! Prefill: a chunk of `n` queries at positions `q_start..q_start + n` against keys
 //! `0..q_start + n`, parallel (rayon, current pool) over (KV head, query tile) work items.
 
-use super::AttentionError;
 use super::checks::check_call;
 use super::dispatch::{AttendRange, run_at};
 use super::epilogue::{FinalRow, RowGate, write_row};
-use super::kv::KvLayer;
 use super::stats::AttentionStats;
-use super::tile::{PartialRows, QueryRow};
+use super::tile::{PartialRows, QueryRow, TileScratch};
+use super::{AttentionCall, AttentionError};
 use crate::reference::{AttentionShape, GateScores};
 use crate::{KernelTable, SimdLevel};
 use rayon::prelude::*;
@@ -19,46 +18,40 @@ const ROWS_PER_ITEM: usize = 32;
 /// Causal attention of a chunk of queries, gate fused in the epilogue; equals
 /// `reference::causal_attention` followed by `reference::apply_output_gate` on the stored K/V.
 ///
-/// - `q`: `[n, num_heads, head_dim]` (after q_norm and RoPE); `out`: `[n, num_heads * head_dim]`
-/// - `gate`: the chunk's gate scores (`[n, H]` headwise, `[n, H * D]` elementwise)
-/// - `kv`: holds at least `q_start + n` tokens (later ones are ignored, by causality)
-/// - `stats`: if given, this call's sink mass and gate values are added to it.
-#[allow(clippy::too_many_arguments)]
+/// `out`: `[n, num_heads * head_dim]`; `stats`: if given, this call's sink mass and gate values
+/// are added to it.
 pub fn prefill(
     level: SimdLevel,
-    shape: AttentionShape,
-    q: &[f32],
-    q_start: usize,
-    n: usize,
-    kv: &KvLayer,
-    gate: GateScores<'_>,
+    call: AttentionCall<'_>,
     out: &mut [f32],
     stats: Option<&mut AttentionStats>,
 ) -> Result<(), AttentionError> {
     let table = KernelTable::of_level(level).ok_or(AttentionError::UnsupportedLevel(level))?;
-    prefill_on(table, shape, q, q_start, n, kv, gate, out, stats)
+    prefill_on(table, call, out, stats)
 }
 
 /// [`prefill`] with the kernels of `table` (on AMX tiles where it has them and the cache allows:
 /// see [`super::prefill_uses_amx_tiles`]); the proptests run every table.
-#[allow(clippy::too_many_arguments)]
 pub fn prefill_on(
     table: &KernelTable,
-    shape: AttentionShape,
-    q: &[f32],
-    q_start: usize,
-    n: usize,
-    kv: &KvLayer,
-    gate: GateScores<'_>,
+    call: AttentionCall<'_>,
     out: &mut [f32],
     stats: Option<&mut AttentionStats>,
 ) -> Result<(), AttentionError> {
     let level = table.level();
-    check_call(level, shape, q, q_start, n, kv, gate, out)?;
+    check_call(level, &call, out)?;
     #[cfg(target_arch = "x86_64")]
-    if super::amx_prefill::prefill_uses_amx_tiles(table, kv.dtype(), shape.head_dim) {
-        return super::amx_prefill::prefill(shape, q, q_start, n, kv, gate, out, stats);
+    if super::amx_prefill::prefill_uses_amx_tiles(table, call.kv.dtype(), call.shape.head_dim) {
+        return super::amx_prefill::prefill(call, out, stats);
     }
+    let AttentionCall {
+        shape,
+        queries: q,
+        q_start,
+        n,
+        kv,
+        gate,
+    } = call;
     let AttentionShape {
         num_heads,
         num_kv_heads,
@@ -85,7 +78,8 @@ pub fn prefill_on(
                     })
                 })
                 .collect();
-            let partial = run_at(
+            let mut scratch = TileScratch::default();
+            run_at(
                 level,
                 AttendRange {
                     level,
@@ -93,15 +87,17 @@ pub fn prefill_on(
                     q,
                     rows: &rows,
                     keys: 0..q_start + t_end,
+                    scratch: &mut scratch,
                 },
             );
+            let partial = &scratch.partial;
             let mut local = want_stats.then(AttentionStats::default);
             let mut item_out = vec![0.0f32; rows.len() * head_dim];
             for (r, out_row) in item_out.chunks_exact_mut(head_dim).enumerate() {
                 let t = t_begin + r / group;
                 let h = j * group + r % group;
                 write_row(
-                    final_row(&partial, r),
+                    final_row(partial, r),
                     row_gate(gate, t, h, num_heads, head_dim),
                     out_row,
                     local.as_mut(),

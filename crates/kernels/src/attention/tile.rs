@@ -21,7 +21,7 @@ use std::ops::Range;
 pub(crate) const KEY_TILE: usize = 64;
 
 /// The running softmax state of a block of rows after a key range, in the permuted slot order.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct PartialRows {
     /// Slots per row in `acc`.
     pub row_len: usize,
@@ -43,10 +43,26 @@ pub(crate) struct QueryRow {
     pub position: usize,
 }
 
-struct Block<S: Simd> {
+/// The buffers of [`attend_range`], kept by the caller so that a decode allocates nothing once
+/// they have grown to its rows: the result, and the working state beside it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct TileScratch {
+    /// The result: the rows' softmax state after the key range.
+    pub partial: PartialRows,
+    /// `[rows, row_len]`: the permuted, scaled queries (as the `S::f32s` words of the kernel).
+    q: Vec<f32>,
+    position: Vec<usize>,
+    p: Vec<f32>,
+    visible: Vec<usize>,
+    /// One query row in f32 after its int8 rounding.
+    rounded: Vec<f32>,
+    int8_queries: Int8Queries,
+}
+
+struct Block<'s, S: Simd> {
     row_len_vecs: usize,
-    q: Vec<S::f32s>,
-    acc: Vec<S::f32s>,
+    q: &'s mut [S::f32s],
+    acc: &'s mut [S::f32s],
     position: Vec<usize>,
     m: Vec<f32>,
     l: Vec<f32>,
@@ -61,8 +77,15 @@ struct Block<S: Simd> {
     int8_scores: Option<Int8Scores>,
 }
 
-/// Runs the online softmax of `rows` over keys `keys` of one KV head (`int8_scores`: the kernel
-/// table's integer score loop, for int8 K only).
+/// The first `len` values of `buffer` set to `value` (grown if shorter; never shrunk).
+fn filled<T: Copy>(buffer: &mut Vec<T>, len: usize, value: T) -> &mut [T] {
+    buffer.clear();
+    buffer.resize(len, value);
+    &mut buffer[..]
+}
+
+/// Runs the online softmax of `rows` over keys `keys` of one KV head into `scratch.partial`
+/// (`int8_scores`: the kernel table's integer score loop, for int8 K only).
 #[inline(always)]
 pub(crate) fn attend_range<S: Simd, F: WordFormat>(
     simd: S,
@@ -71,35 +94,53 @@ pub(crate) fn attend_range<S: Simd, F: WordFormat>(
     rows: &[QueryRow],
     keys: Range<usize>,
     int8_scores: Option<Int8Scores>,
-) -> PartialRows {
+    scratch: &mut TileScratch,
+) {
     let lanes = S::F32_LANES;
     let row_len = permuted_len(kv.row_words, F::ELEMS, lanes);
     let vecs = row_len / lanes;
     let scale = 1.0 / (kv.head_dim as f32).sqrt();
-    let zero = simd.splat_f32s(0.0);
+    let TileScratch {
+        partial,
+        q: q_buffer,
+        position,
+        p,
+        visible,
+        rounded,
+        int8_queries,
+    } = scratch;
+    let int8 = kv.dtype == KvDtype::Int8;
+    if int8 {
+        let offsets = rows.iter().map(|row| row.q_offset);
+        int8_queries.fill(q, offsets, kv.head_dim, kv.row_words, scale);
+    }
+    position.clear();
+    position.extend(rows.iter().map(|r| r.position));
     let mut block = Block::<S> {
         row_len_vecs: vecs,
-        q: vec![zero; rows.len() * vecs],
-        acc: vec![zero; rows.len() * vecs],
-        position: rows.iter().map(|r| r.position).collect(),
-        m: vec![f32::NEG_INFINITY; rows.len()],
-        l: vec![0.0; rows.len()],
-        s0: vec![f32::NEG_INFINITY; rows.len()],
-        p: vec![0.0; rows.len() * KEY_TILE],
-        visible: vec![0; rows.len()],
-        int8_queries: (kv.dtype == KvDtype::Int8).then(|| {
-            let offsets = rows.iter().map(|row| row.q_offset);
-            Int8Queries::new(q, offsets, kv.head_dim, kv.row_words, scale)
-        }),
+        q: bytemuck::cast_slice_mut(filled(q_buffer, rows.len() * row_len, 0.0)),
+        acc: bytemuck::cast_slice_mut(filled(&mut partial.acc, rows.len() * row_len, 0.0)),
+        position: std::mem::take(position),
+        m: std::mem::take(&mut partial.m),
+        l: std::mem::take(&mut partial.l),
+        s0: std::mem::take(&mut partial.s0),
+        p: std::mem::take(p),
+        visible: std::mem::take(visible),
+        int8_queries: int8.then(|| std::mem::take(int8_queries)),
         int8_scores,
     };
-    let mut rounded = vec![0.0f32; kv.head_dim];
+    filled(&mut block.m, rows.len(), f32::NEG_INFINITY);
+    filled(&mut block.l, rows.len(), 0.0);
+    filled(&mut block.s0, rows.len(), f32::NEG_INFINITY);
+    filled(&mut block.p, rows.len() * KEY_TILE, 0.0);
+    filled(&mut block.visible, rows.len(), 0);
+    filled(rounded, kv.head_dim, 0.0);
     for (r, row) in rows.iter().enumerate() {
         let dst: &mut [f32] = bytemuck::cast_slice_mut(&mut block.q[r * vecs..][..vecs]);
         match &block.int8_queries {
             Some(queries) => {
-                queries.dequantize_row(r, &mut rounded);
-                permute_scaled(&rounded, 1.0, F::ELEMS, lanes, dst);
+                queries.dequantize_row(r, rounded);
+                permute_scaled(rounded, 1.0, F::ELEMS, lanes, dst);
             }
             None => permute_scaled(
                 &q[row.q_offset..][..kv.head_dim],
@@ -116,15 +157,19 @@ pub(crate) fn attend_range<S: Simd, F: WordFormat>(
         block.tile::<F>(simd, kv, k0, ntok);
         k0 += ntok;
     }
-    PartialRows {
-        row_len,
-        lanes,
-        elems_per_word: F::ELEMS,
-        m: block.m,
-        l: block.l,
-        s0: block.s0,
-        acc: bytemuck::cast_slice(&block.acc).to_vec(),
+    // The working buffers go back to the scratch for the next call.
+    *position = block.position;
+    *p = block.p;
+    *visible = block.visible;
+    if let Some(queries) = block.int8_queries {
+        *int8_queries = queries;
     }
+    partial.row_len = row_len;
+    partial.lanes = lanes;
+    partial.elems_per_word = F::ELEMS;
+    partial.m = block.m;
+    partial.l = block.l;
+    partial.s0 = block.s0;
 }
 
 /// Splits `rows` rows into register-blocked chunks of 4, 2 and 1 and calls `$body` with a
@@ -151,7 +196,7 @@ macro_rules! for_row_chunks {
     }};
 }
 
-impl<S: Simd> Block<S> {
+impl<S: Simd> Block<'_, S> {
     /// Scores of rows `start .. start + R` against keys `k0 .. k0 + ntok` into `p`, in f32:
     /// each key row decoded once for the R rows.
     #[inline(always)]

@@ -96,7 +96,10 @@ impl Int8Scores {
     /// # Safety
     /// The contract of [`int8_queries::scores_vnni_rows`] apart from the CPU features, which
     /// the table checked.
-    #[allow(clippy::too_many_arguments)]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the int8 score loop's own arguments, forwarded"
+    )]
     #[inline]
     pub(crate) unsafe fn run(
         self,

@@ -22,12 +22,23 @@ pub(crate) struct DisjointColumns<'y> {
     rows: usize,
     blocks: Vec<BlockSpec>,
     taken: Vec<AtomicBool>,
+    /// The blocks sorted, for the overlap check (kept for the next call's buffers).
+    sorted: Vec<BlockSpec>,
     _borrow: PhantomData<&'y mut [f32]>,
+}
+
+/// The buffers of a [`DisjointColumns`] between two calls (a decode step's matmuls then
+/// allocate nothing): no pointer into an output is kept.
+#[derive(Debug, Default)]
+pub(crate) struct ColumnsStorage {
+    outputs: Vec<(*mut f32, usize)>,
+    taken: Vec<AtomicBool>,
+    sorted: Vec<BlockSpec>,
 }
 
 // SAFETY: the raw pointers come from `&'y mut` slices that this value borrows for 'y, and
 // threads reach them only through `take`, which gives each block (disjoint from every other,
-// checked in `new`) to one caller only.
+// checked in `reusing`) to one caller only.
 unsafe impl Send for DisjointColumns<'_> {}
 // SAFETY: as for Send: `take` is the only access and gives out each block once.
 unsafe impl Sync for DisjointColumns<'_> {}
@@ -35,23 +46,38 @@ unsafe impl Sync for DisjointColumns<'_> {}
 impl<'y> DisjointColumns<'y> {
     /// `ys[i]` holds `rows * lds[i]` values. Panics if a block leaves its output or overlaps
     /// another block of the same output (the driver's job split guarantees neither happens).
+    #[cfg(test)]
     pub(crate) fn new(
         ys: &'y mut [&mut [f32]],
         lds: &[usize],
         rows: usize,
         blocks: Vec<BlockSpec>,
     ) -> Self {
+        Self::reusing(ys, lds, rows, blocks, ColumnsStorage::default())
+    }
+
+    /// As `new`, in the buffers of `storage` (see [`Self::into_storage`]).
+    pub(crate) fn reusing(
+        ys: &'y mut [&mut [f32]],
+        lds: &[usize],
+        rows: usize,
+        blocks: Vec<BlockSpec>,
+        storage: ColumnsStorage,
+    ) -> Self {
+        let ColumnsStorage {
+            mut outputs,
+            mut taken,
+            mut sorted,
+        } = storage;
         assert_eq!(ys.len(), lds.len());
-        let outputs: Vec<(*mut f32, usize)> = ys
-            .iter_mut()
-            .zip(lds)
-            .map(|(y, &ld)| {
-                assert_eq!(y.len(), rows * ld, "output of {rows} rows of {ld}");
-                (y.as_mut_ptr(), ld)
-            })
-            .collect();
-        let mut sorted = blocks.clone();
-        sorted.sort_by_key(|b| (b.matrix, b.col0));
+        outputs.clear();
+        outputs.extend(ys.iter_mut().zip(lds).map(|(y, &ld)| {
+            assert_eq!(y.len(), rows * ld, "output of {rows} rows of {ld}");
+            (y.as_mut_ptr(), ld)
+        }));
+        sorted.clear();
+        sorted.extend_from_slice(&blocks);
+        sorted.sort_unstable_by_key(|b| (b.matrix, b.col0));
         for (i, b) in sorted.iter().enumerate() {
             let ld = outputs[b.matrix].1;
             assert!(
@@ -65,14 +91,28 @@ impl<'y> DisjointColumns<'y> {
                 );
             }
         }
-        let taken = blocks.iter().map(|_| AtomicBool::new(false)).collect();
+        taken.clear();
+        taken.extend(blocks.iter().map(|_| AtomicBool::new(false)));
         DisjointColumns {
             outputs,
             rows,
             blocks,
             taken,
+            sorted,
             _borrow: PhantomData,
         }
+    }
+
+    /// The block list and the buffers back, for the next call.
+    pub(crate) fn into_storage(self) -> (Vec<BlockSpec>, ColumnsStorage) {
+        let mut outputs = self.outputs;
+        outputs.clear();
+        let storage = ColumnsStorage {
+            outputs,
+            taken: self.taken,
+            sorted: self.sorted,
+        };
+        (self.blocks, storage)
     }
 
     pub(crate) fn blocks(&self) -> &[BlockSpec] {

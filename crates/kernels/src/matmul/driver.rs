@@ -9,12 +9,13 @@ use std::cell::RefCell;
 use super::WeightMatrix;
 #[cfg(target_arch = "x86_64")]
 use super::amx;
-use super::columns::{BlockSpec, ColumnBlock, DisjointColumns};
+use super::columns::{BlockSpec, ColumnBlock, ColumnsStorage, DisjointColumns};
 use super::error::MatmulError;
 use super::float::bf16dot::{self, Bf16Activations};
 use super::int8::{layout::ROWS, quantize::Q8Activations};
 use crate::activations::silu_mul_in_place;
 use crate::dispatch::KernelTable;
+use crate::dispatch::table::ColumnKernel;
 use crate::parallel;
 
 pub(crate) enum Epilogue<'w, 'a> {
@@ -61,6 +62,20 @@ thread_local! {
     static AMX_BF16_SCRATCH: RefCell<amx::bf16::AmxBf16Activations> =
         RefCell::new(Default::default());
     static GATE_SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    static JOB_BUFFERS: RefCell<JobBuffers> = RefCell::new(JobBuffers::default());
+}
+
+/// The job list of a call and the buffers that make it, kept by the calling thread between
+/// calls: a decode step's matmuls allocate nothing once they have grown.
+#[derive(Default)]
+struct JobBuffers {
+    jobs: Vec<BlockSpec>,
+    /// One matrix's column blocks `(col0, cols)`, and the mat-vec split's tail cursors.
+    spans: Vec<(usize, usize)>,
+    tails: Vec<(usize, usize)>,
+    kernels: Vec<ColumnKernel>,
+    lds: Vec<usize>,
+    columns: ColumnsStorage,
 }
 
 pub(crate) fn run(
@@ -114,30 +129,41 @@ pub(crate) fn run(
     let mut input = prepare_inputs(table, mats, gate, x, m, k);
 
     let threads = rayon::current_num_threads();
-    let mut jobs = Vec::new();
+    let mut buffers = JOB_BUFFERS.with_borrow_mut(std::mem::take);
+    let JobBuffers {
+        jobs,
+        spans,
+        tails,
+        kernels,
+        lds,
+        columns: storage,
+    } = &mut buffers;
+    jobs.clear();
     for (matrix, (w, _)) in mats.iter().enumerate() {
         let width = job_width(w, m, threads);
-        let blocks = if m == 1 {
-            matvec_blocks(w.n(), width, threads)
+        if m == 1 {
+            matvec_blocks_into(w.n(), width, threads, spans, tails);
         } else {
-            (0..w.n())
-                .step_by(width)
-                .map(|col0| (col0, width.min(w.n() - col0)))
-                .collect()
-        };
+            spans.clear();
+            spans.extend(
+                (0..w.n())
+                    .step_by(width)
+                    .map(|col0| (col0, width.min(w.n() - col0))),
+            );
+        }
         jobs.extend(
-            blocks
-                .into_iter()
-                .map(|(col0, cols)| BlockSpec { matrix, col0, cols }),
+            spans
+                .iter()
+                .map(|&(col0, cols)| BlockSpec { matrix, col0, cols }),
         );
     }
-    let kernels: Vec<_> = mats
-        .iter()
-        .map(|(w, _)| table.column_kernel(w, m))
-        .collect();
+    kernels.clear();
+    kernels.extend(mats.iter().map(|(w, _)| table.column_kernel(w, m)));
     let gate_kernel = gate.map(|g| (g, table.column_kernel(g, m)));
-    let lds: Vec<usize> = mats.iter().map(|(w, _)| w.n()).collect();
-    let columns = DisjointColumns::new(ys, &lds, m, jobs);
+    lds.clear();
+    lds.extend(mats.iter().map(|(w, _)| w.n()));
+    let columns =
+        DisjointColumns::reusing(ys, lds, m, std::mem::take(jobs), std::mem::take(storage));
     let input_ref = &input;
     parallel::for_each(columns.blocks().len(), |j| {
         let job = columns.blocks()[j];
@@ -164,6 +190,8 @@ pub(crate) fn run(
         }
     });
 
+    (*jobs, *storage) = columns.into_storage();
+    JOB_BUFFERS.with_borrow_mut(|slot| *slot = buffers);
     if let Some(q8) = input.q8.take() {
         Q8_SCRATCH.with_borrow_mut(|slot| *slot = q8);
     }
@@ -253,32 +281,47 @@ fn job_width(w: &WeightMatrix<'_>, m: usize, threads: usize) -> usize {
 /// three quarters of it (one thread's long stream), then its last quarter in blocks of `width`,
 /// the segments taking turns, so that a thread finishing its long block usually claims the block
 /// right after it, and the small blocks even out threads that run at different speeds.
-fn matvec_blocks(n: usize, width: usize, threads: usize) -> Vec<(usize, usize)> {
+/// Written into `blocks` (`tails`: the segments' tail cursors `(next col0, end)`).
+fn matvec_blocks_into(
+    n: usize,
+    width: usize,
+    threads: usize,
+    blocks: &mut Vec<(usize, usize)>,
+    tails: &mut Vec<(usize, usize)>,
+) {
     let align = 2 * ROWS;
     let segment = n.div_ceil(threads.max(1)).div_ceil(align) * align;
     let long = (segment * 3 / 4) / align * align;
-    let mut blocks = Vec::new();
-    let mut tails = Vec::new();
+    blocks.clear();
+    tails.clear();
     for start in (0..n).step_by(segment) {
         let end = (start + segment).min(n);
         let tail_start = (start + long).min(end);
         if tail_start > start {
             blocks.push((start, tail_start - start));
         }
-        tails.push(
-            (tail_start..end)
-                .step_by(width)
-                .map(move |col0| (col0, width.min(end - col0))),
-        );
+        tails.push((tail_start, end));
     }
     // Round robin over the segments' tails.
     loop {
         let before = blocks.len();
-        blocks.extend(tails.iter_mut().filter_map(Iterator::next));
+        for (next, end) in tails.iter_mut() {
+            if *next < *end {
+                blocks.push((*next, width.min(*end - *next)));
+                *next += width;
+            }
+        }
         if blocks.len() == before {
-            return blocks;
+            return;
         }
     }
+}
+
+#[cfg(test)]
+fn matvec_blocks(n: usize, width: usize, threads: usize) -> Vec<(usize, usize)> {
+    let (mut blocks, mut tails) = (Vec::new(), Vec::new());
+    matvec_blocks_into(n, width, threads, &mut blocks, &mut tails);
+    blocks
 }
 
 #[cfg(test)]

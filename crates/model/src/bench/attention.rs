@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use gattn_kernels::KernelTable;
-use gattn_kernels::attention::{self, AttentionShape, GateScores, KvLayer};
+use gattn_kernels::attention::{self, AttentionCall, AttentionShape, GateScores, KvLayer};
 use gattn_kernels::matrix_peak::measure_bf16_peak_in_current_pool;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -83,17 +83,15 @@ pub fn measure_attention(
         let start = Instant::now();
         for c0 in (0..prompt).step_by(chunk) {
             let n = chunk.min(prompt - c0);
-            attention::prefill_on(
-                table,
+            let call = AttentionCall {
                 shape,
-                &q[..n * q_row],
-                depth + c0,
+                queries: &q[..n * q_row],
+                q_start: depth + c0,
                 n,
-                &layer,
-                GateScores::None,
-                &mut out[..n * q_row],
-                None,
-            )?;
+                kv: &layer,
+                gate: GateScores::None,
+            };
+            attention::prefill_on(table, call, &mut out[..n * q_row], None)?;
         }
         seconds.push(start.elapsed().as_secs_f64());
     }

@@ -1,4 +1,4 @@
-use gattn_kernels::attention::{self, AttentionStats};
+use gattn_kernels::attention::{self, AttentionCall, AttentionStats};
 use gattn_kernels::dispatch::simd_level;
 use gattn_kernels::reference::{self, AttentionShape, GateScores};
 use gattn_tensor::Checkpoint;
@@ -101,7 +101,10 @@ impl Attention {
     /// appends their K/V to `cache` and writes `[n, hidden]` to `out`.
     /// `probe` asks for the attention maps (reference backend) or the fused kernel's stats (fast
     /// backend); asked of the other backend it is an error, not a silent switch.
-    #[allow(clippy::too_many_arguments)]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "as DecoderLayer::forward, plus the output; the kernel's own arguments are one AttentionCall"
+    )]
     pub fn forward(
         &self,
         x: &[f32],
@@ -166,26 +169,28 @@ impl Attention {
             GateMode::Elementwise => GateScores::Elementwise(gate_scores),
         };
         let attn_out = sized(&mut scratch.attn_out, n * q_dim);
+        let call = AttentionCall {
+            shape: self.shape,
+            queries,
+            q_start,
+            n,
+            kv: &cache.storage,
+            gate,
+        };
+        let decode = &mut scratch.decode;
         match (backend, probe) {
             (Backend::Fast, LayerProbe::None) => {
-                self.attend_fused(queries, q_start, n, cache, gate, attn_out, None)?
+                attention::attend(simd_level(), call, attn_out, None, decode)?
             }
             (Backend::Fast, LayerProbe::Stats(stats)) => {
-                self.attend_fused(queries, q_start, n, cache, gate, attn_out, Some(stats))?
+                attention::attend(simd_level(), call, attn_out, Some(stats), decode)?
             }
             (Backend::Reference, LayerProbe::None) => {
-                reference_attention(self.shape, queries, q_start, n, cache, gate, attn_out, None)
+                reference_attention(call, cache, attn_out, None)
             }
-            (Backend::Reference, LayerProbe::Maps(maps)) => reference_attention(
-                self.shape,
-                queries,
-                q_start,
-                n,
-                cache,
-                gate,
-                attn_out,
-                Some(maps),
-            ),
+            (Backend::Reference, LayerProbe::Maps(maps)) => {
+                reference_attention(call, cache, attn_out, Some(maps))
+            }
             (Backend::Fast, LayerProbe::Maps(_)) => {
                 return Err(ModelError::ProbeNeedsBackend {
                     probe: "attention maps",
@@ -202,32 +207,6 @@ impl Attention {
 
         // 5. o_proj: [n, q_dim] -> [n, hidden].
         self.o_proj.forward(attn_out, n, out, backend)?;
-        Ok(())
-    }
-
-    /// The fused streaming-softmax kernel, the gate applied in its epilogue.
-    #[allow(clippy::too_many_arguments)]
-    fn attend_fused(
-        &self,
-        queries: &[f32],
-        q_start: usize,
-        n: usize,
-        cache: &LayerKvCache,
-        gate: GateScores<'_>,
-        attn_out: &mut [f32],
-        stats: Option<&mut AttentionStats>,
-    ) -> Result<()> {
-        attention::attend(
-            simd_level(),
-            self.shape,
-            queries,
-            q_start,
-            n,
-            &cache.storage,
-            gate,
-            attn_out,
-            stats,
-        )?;
         Ok(())
     }
 
@@ -271,18 +250,22 @@ pub fn split_query_and_gate(
     }
 }
 
-/// The oracle: softmax materialized over the dequantized cache, then the gate.
-#[allow(clippy::too_many_arguments)]
+/// The oracle: softmax materialized over the dequantized cache (`cache` holds `call.kv`), then
+/// the gate.
 fn reference_attention(
-    shape: AttentionShape,
-    queries: &[f32],
-    q_start: usize,
-    n: usize,
+    call: AttentionCall<'_>,
     cache: &LayerKvCache,
-    gate: GateScores<'_>,
     attn_out: &mut [f32],
     probs_out: Option<&mut [f32]>,
 ) {
+    let AttentionCall {
+        shape,
+        queries,
+        q_start,
+        n,
+        gate,
+        ..
+    } = call;
     let (k_heads, v_heads): (Vec<Vec<f32>>, Vec<Vec<f32>>) = (0..shape.num_kv_heads)
         .map(|j| cache.dequantized_head(j))
         .unzip();

@@ -171,7 +171,10 @@ impl<'a> Block<'a> {
     }
 
     /// Query tiles `2 pair`, `2 pair + 1` against `groups` key groups from `k0`.
-    #[allow(clippy::too_many_arguments)]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "an AMX block step: tile buffers and strides, passed in registers"
+    )]
     fn pair_step(
         &mut self,
         simd: pulp::x86::V4,

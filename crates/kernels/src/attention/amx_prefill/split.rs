@@ -5,12 +5,11 @@ use rayon::prelude::*;
 
 use super::block::Block;
 use super::tiles::TILE;
-use crate::attention::AttentionError;
 use crate::attention::epilogue::{FinalRow, write_row};
-use crate::attention::kv::KvLayer;
 use crate::attention::prefill::{row_gate, scatter_items};
 use crate::attention::stats::AttentionStats;
-use crate::reference::{AttentionShape, GateScores};
+use crate::attention::{AttentionCall, AttentionError};
+use crate::reference::AttentionShape;
 
 /// Largest block of query rows per item: a block's accumulators and packed queries (384 KiB at
 /// head_dim 128) stay in L2, and each K/V step read from memory serves 512 rows.
@@ -20,17 +19,19 @@ const ITEMS_PER_THREAD: usize = 4;
 
 /// [`super::prefill`] on AMX tiles; the arguments are checked already and
 /// [`super::prefill_uses_amx_tiles`] holds.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn prefill(
-    shape: AttentionShape,
-    q: &[f32],
-    q_start: usize,
-    n: usize,
-    kv: &KvLayer,
-    gate: GateScores<'_>,
+    call: AttentionCall<'_>,
     out: &mut [f32],
     stats: Option<&mut AttentionStats>,
 ) -> Result<(), AttentionError> {
+    let AttentionCall {
+        shape,
+        queries: q,
+        q_start,
+        n,
+        kv,
+        gate,
+    } = call;
     let AttentionShape {
         num_heads,
         num_kv_heads,

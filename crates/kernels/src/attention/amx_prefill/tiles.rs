@@ -36,7 +36,10 @@ const ROW_BYTES: usize = 64;
 /// # Safety
 /// The 32 key rows must be readable for `chunks * 64` bytes each; `qa`, `qb` hold `chunks` tiles;
 /// `sa`, `sb` are writable for 32 rows of 64 bytes.
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "an AMX microkernel: tile buffers and strides, passed in registers"
+)]
 #[inline]
 pub(super) unsafe fn scores_32x32(
     tiles: &Tiles,
@@ -80,7 +83,10 @@ pub(super) unsafe fn scores_32x32(
 ///
 /// # Safety
 /// The buffers must hold those tiles (layouts in the module doc); `dim_tiles` is even.
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "an AMX microkernel: tile buffers and strides, passed in registers"
+)]
 #[inline]
 pub(super) unsafe fn accumulate_pv(
     tiles: &Tiles,
@@ -211,7 +217,10 @@ const LAZY_RESCALE: f32 = 8.0;
 /// written as bf16 probabilities to `probs` (`groups` tiles); the rounded probabilities are
 /// added to `l`. If a shift rises, that query's accumulators `acc` (`[dim tile][16][16]`) and
 /// `l` are rescaled first.
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "an AMX microkernel: tile buffers and strides, passed in registers"
+)]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
 pub(super) fn softmax_step(
     simd: pulp::x86::V4,
