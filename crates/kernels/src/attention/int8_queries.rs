@@ -4,9 +4,10 @@
 //!
 //! Every SIMD level uses the same rounded queries and the same score, `(integer dot) * (q_scale *
 //! k_scale)`, so the result does not depend on the level: the generic tile sums the integer
-//! products in f32 (exact: below 2^24 for head dims up to 1024), and on AVX512-VNNI [`scores_vnni`] takes
-//! 64 bytes of a key per `vpdpbusd` instead of decoding every byte to f32 first (at long contexts
-//! that decode is most of the attention's time).
+//! products in f32 (exact while `127 * 128 * head_dim < 2^24`, head dims up to 1032; Qwen3's are
+//! 128), and on AVX512-VNNI [`scores_vnni`] takes 64 bytes of a key per `vpdpbusd` instead of
+//! decoding every byte to f32 first (at long contexts that decode is most of the attention's
+//! time).
 
 use std::borrow::Cow;
 
@@ -64,7 +65,8 @@ impl Int8Queries {
         queries
     }
 
-    /// Row `r`'s integers as f32 (`q_i8`, without the scale), `head_dim` values, for the f32 kernels.
+    /// Row `r`'s integers as f32 (`q_i8`, without the scale), `head_dim` values, for the f32
+    /// kernels.
     pub(crate) fn integer_row(&self, r: usize, out: &mut [f32]) {
         for (v, &byte) in out.iter_mut().zip(&self.bytes[r * self.row_bytes..]) {
             *v = byte as i8 as f32;
