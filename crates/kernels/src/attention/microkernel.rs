@@ -218,13 +218,27 @@ pub(crate) fn max_of<S: Simd>(simd: S, x: &[f32]) -> f32 {
 #[inline(always)]
 pub(crate) fn exp_shifted_sum<S: Simd>(simd: S, scores: &mut [f32], max: f32) -> f32 {
     let m = simd.splat_f32s(max);
-    let (body, tail) = S::as_mut_simd_f32s(scores);
-    for x in body {
-        *x = exp_nonpositive(simd, simd.sub_f32s(*x, m));
+    let mut acc = fixed_sum::zeros(simd);
+    // Whole chunks of 16 (every tile but a row's last partial one): exp and sum in one pass.
+    let mut chunks = scores.chunks_exact_mut(fixed_sum::LANES);
+    for chunk in &mut chunks {
+        let (regs, _) = S::as_mut_simd_f32s(chunk);
+        for (a, x) in acc.iter_mut().zip(regs) {
+            *x = exp_nonpositive(simd, simd.sub_f32s(*x, m));
+            *a = simd.add_f32s(*a, *x);
+        }
     }
-    for x in tail {
+    let rest = chunks.into_remainder();
+    for x in rest.iter_mut() {
         let e = exp_nonpositive(simd, simd.splat_f32s(*x - max));
         *x = simd.reduce_max_f32s(e);
     }
-    fixed_sum::sum(simd, scores)
+    // The rest as the last, zero-padded chunk of `fixed_sum::sum`.
+    let mut padded = [0.0f32; fixed_sum::LANES];
+    padded[..rest.len()].copy_from_slice(rest);
+    let (regs, _) = S::as_simd_f32s(&padded);
+    for (a, &x) in acc.iter_mut().zip(regs) {
+        *a = simd.add_f32s(*a, x);
+    }
+    fixed_sum::tree_sum(simd, acc)
 }
