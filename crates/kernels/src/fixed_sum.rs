@@ -53,40 +53,30 @@ pub(crate) fn tree_sum<S: Simd>(simd: S, mut acc: Lanes<S>) -> f32 {
     }
 }
 
-/// The last, short chunk of `x` zero-padded to 16 lanes (every level adds the same zeros).
+/// Adds the last, short chunk of a sum (fewer than 16 values), zero-padded to 16 lanes: every
+/// sum ends with one such chunk, empty or not, so every level adds the same zeros.
 #[inline(always)]
-fn padded_chunk(x: &[f32]) -> [f32; LANES] {
-    let mut chunk = [0.0f32; LANES];
-    chunk[..x.len()].copy_from_slice(x);
-    chunk
+pub(crate) fn add_last_chunk<S: Simd>(simd: S, acc: &mut Lanes<S>, rest: &[f32]) {
+    let mut padded = [0.0f32; LANES];
+    padded[..rest.len()].copy_from_slice(rest);
+    let (regs_of_chunk, _) = S::as_simd_f32s(&padded);
+    for (a, &v) in acc.iter_mut().zip(regs_of_chunk) {
+        *a = simd.add_f32s(*a, v);
+    }
 }
 
-/// `sum(x[i]^2)` in the fixed order.
+/// `sum(x[i]^2)` in the fixed order (the squares fused into the sums, the last chunk
+/// zero-padded as in [`add_last_chunk`]).
 #[inline(always)]
 pub(crate) fn sum_of_squares<S: Simd>(simd: S, x: &[f32]) -> f32 {
-    fold::<S, true>(simd, x)
-}
-
-/// `sum(x[i])` in the fixed order.
-#[inline(always)]
-pub(crate) fn sum<S: Simd>(simd: S, x: &[f32]) -> f32 {
-    fold::<S, false>(simd, x)
-}
-
-/// `sum(x[i]^2)` (fused) if `SQUARES`, else `sum(x[i])`.
-#[inline(always)]
-fn fold<S: Simd, const SQUARES: bool>(simd: S, x: &[f32]) -> f32 {
     let mut acc = zeros(simd);
     let chunks = x.chunks_exact(LANES);
-    let rest = padded_chunk(chunks.remainder());
-    for chunk in chunks.chain(std::iter::once(&rest[..])) {
+    let mut padded = [0.0f32; LANES];
+    padded[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+    for chunk in chunks.chain(std::iter::once(&padded[..])) {
         let (regs_of_chunk, _) = S::as_simd_f32s(chunk);
         for (a, &v) in acc.iter_mut().zip(regs_of_chunk) {
-            *a = if SQUARES {
-                simd.mul_add_f32s(v, v, *a)
-            } else {
-                simd.add_f32s(*a, v)
-            };
+            *a = simd.mul_add_f32s(v, v, *a);
         }
     }
     tree_sum(simd, acc)
@@ -99,34 +89,23 @@ mod tests {
     use crate::dispatch::run_at;
     use pulp::WithSimd;
 
-    struct Fold<'a> {
-        x: &'a [f32],
-        squares: bool,
-    }
+    struct SumOfSquares<'a>(&'a [f32]);
 
-    impl WithSimd for Fold<'_> {
+    impl WithSimd for SumOfSquares<'_> {
         type Output = f32;
         #[inline(always)]
         fn with_simd<S: Simd>(self, simd: S) -> f32 {
-            match self.squares {
-                true => sum_of_squares(simd, self.x),
-                false => sum(simd, self.x),
-            }
+            sum_of_squares(simd, self.0)
         }
     }
 
-    /// The definition in the module doc, in plain Rust.
-    fn definition(x: &[f32], squares: bool) -> f32 {
+    /// The definition in the module doc, in plain Rust (zero-padded to whole chunks of 16, plus
+    /// one when `x` fills its last).
+    fn definition(x: &[f32]) -> f32 {
         let mut lanes = [0.0f32; LANES];
-        let padded = (x.len() / LANES + 1) * LANES;
-        for i in 0..padded {
+        for i in 0..(x.len() / LANES + 1) * LANES {
             let v = x.get(i).copied().unwrap_or(0.0);
-            let lane = &mut lanes[i % LANES];
-            *lane = if squares {
-                v.mul_add(v, *lane)
-            } else {
-                *lane + v
-            };
+            lanes[i % LANES] = v.mul_add(v, lanes[i % LANES]);
         }
         for n in [8, 4, 2, 1] {
             for i in 0..n {
@@ -142,18 +121,10 @@ mod tests {
             .map(|i| ((i * 7919 % 1000) as f32 - 500.0) * 1.37e-3 * (1.0 + (i % 13) as f32))
             .collect();
         for len in [0, 1, 7, 15, 16, 17, 31, 64, 100, 300] {
-            for squares in [false, true] {
-                let want = definition(&x[..len], squares).to_bits();
-                for level in SimdLevel::all_supported() {
-                    let got = run_at(
-                        level,
-                        Fold {
-                            x: &x[..len],
-                            squares,
-                        },
-                    );
-                    assert_eq!(got.to_bits(), want, "{level}, len {len}, squares {squares}");
-                }
+            let want = definition(&x[..len]).to_bits();
+            for level in SimdLevel::all_supported() {
+                let got = run_at(level, SumOfSquares(&x[..len]));
+                assert_eq!(got.to_bits(), want, "{level}, len {len}");
             }
         }
     }

@@ -233,12 +233,6 @@ pub(crate) fn exp_shifted_sum<S: Simd>(simd: S, scores: &mut [f32], max: f32) ->
         let e = exp_nonpositive(simd, simd.splat_f32s(*x - max));
         *x = simd.reduce_max_f32s(e);
     }
-    // The rest as the last, zero-padded chunk of `fixed_sum::sum`.
-    let mut padded = [0.0f32; fixed_sum::LANES];
-    padded[..rest.len()].copy_from_slice(rest);
-    let (regs, _) = S::as_simd_f32s(&padded);
-    for (a, &x) in acc.iter_mut().zip(regs) {
-        *a = simd.add_f32s(*a, x);
-    }
+    fixed_sum::add_last_chunk(simd, &mut acc, rest);
     fixed_sum::tree_sum(simd, acc)
 }
