@@ -17,6 +17,7 @@ mod aligned;
 pub mod attention;
 pub mod bandwidth;
 pub mod dispatch;
+mod fixed_sum;
 pub mod matmul;
 pub mod matrix_peak;
 pub mod norm;

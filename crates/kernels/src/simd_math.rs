@@ -1,4 +1,7 @@
 //! Elementwise math on pulp vectors, shared by the attention softmax and the activations.
+//!
+//! Every multiply-add is fused (`mul_add_f32s`; pulp's `mul_add_e` is unfused at the scalar
+//! level), so each lane gives the same bits at every SIMD level.
 
 use pulp::Simd;
 
@@ -14,13 +17,13 @@ pub(crate) fn exp_nonpositive<S: Simd>(simd: S, x: S::f32s) -> S::f32s {
     const FLOOR: f32 = -87.0;
     let underflow = simd.less_than_f32s(x, simd.splat_f32s(FLOOR));
     let x = simd.max_f32s(x, simd.splat_f32s(FLOOR));
-    let t = simd.mul_add_e_f32s(x, simd.splat_f32s(LOG2E), simd.splat_f32s(ROUND_MAGIC));
+    let t = simd.mul_add_f32s(x, simd.splat_f32s(LOG2E), simd.splat_f32s(ROUND_MAGIC));
     let n = simd.sub_f32s(t, simd.splat_f32s(ROUND_MAGIC));
-    let r = simd.mul_add_e_f32s(n, simd.splat_f32s(-LN2_HI), x);
-    let r = simd.mul_add_e_f32s(n, simd.splat_f32s(-LN2_LO), r);
+    let r = simd.mul_add_f32s(n, simd.splat_f32s(-LN2_HI), x);
+    let r = simd.mul_add_f32s(n, simd.splat_f32s(-LN2_LO), r);
     let mut poly = simd.splat_f32s(1.0 / 720.0);
     for c in [1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0] {
-        poly = simd.mul_add_e_f32s(poly, r, simd.splat_f32s(c));
+        poly = simd.mul_add_f32s(poly, r, simd.splat_f32s(c));
     }
     let exponent = simd.add_u32s(simd.transmute_u32s_f32s(t), simd.splat_u32s(127));
     let pow2n = simd.transmute_f32s_u32s(simd.wrapping_dyn_shl_u32s(exponent, simd.splat_u32s(23)));

@@ -2,10 +2,12 @@
 //! activations of the int8 matmul are, and as llama.cpp rounds queries for its quantized caches),
 //! so a score is an integer dot product of two byte rows times two scales.
 //!
-//! Every SIMD level uses the same rounded queries, so the result does not depend on the level: the
-//! generic tile multiplies the dequantized values in f32, and on AVX512-VNNI [`scores_vnni`] takes
-//! 64 bytes of a key per `vpdpbusd` instead of decoding every byte to f32 first (at long contexts
-//! that decode is most of the attention's time).
+//! Every SIMD level uses the same rounded queries and the same score, `(integer dot) * (q_scale *
+//! k_scale)`, so the result does not depend on the level: the generic tile sums the integer
+//! products in f32 (exact while `127 * 128 * head_dim < 2^24`, head dims up to 1032; Qwen3's are
+//! 128), and on AVX512-VNNI [`scores_vnni`] takes 64 bytes of a key per `vpdpbusd` instead of
+//! decoding every byte to f32 first (at long contexts that decode is most of the attention's
+//! time).
 
 use std::borrow::Cow;
 
@@ -76,7 +78,15 @@ impl Int8Queries {
         }
     }
 
-    /// Row `r` back in f32 (`q_i8 * scale`), `head_dim` values, for the f32 kernels.
+    /// Row `r`'s integers as f32 (`q_i8`, without the scale), `head_dim` values, for the f32
+    /// kernels.
+    pub(crate) fn integer_row(&self, r: usize, out: &mut [f32]) {
+        for (v, &byte) in out.iter_mut().zip(&self.bytes[r * self.row_bytes..]) {
+            *v = byte as i8 as f32;
+        }
+    }
+
+    /// Row `r` back in f32 (`q_i8 * scale`), `head_dim` values, for the references.
     pub(crate) fn dequantize_row(&self, r: usize, out: &mut [f32]) {
         let scale = self.scales[r];
         for (v, &byte) in out.iter_mut().zip(&self.bytes[r * self.row_bytes..]) {
@@ -89,7 +99,6 @@ impl Int8Queries {
         &self.bytes[r * self.row_bytes..][..self.row_bytes]
     }
 
-    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // the VNNI kernel's
     pub(crate) fn scale(&self, r: usize) -> f32 {
         self.scales[r]
     }

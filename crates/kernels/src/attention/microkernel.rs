@@ -14,6 +14,7 @@
 use pulp::Simd;
 
 use super::prefetch::TilePrefetch;
+use crate::fixed_sum;
 use crate::simd_math::exp_nonpositive;
 
 /// How elements are packed in 32-bit storage words.
@@ -96,29 +97,41 @@ fn load_block<S: Simd>(simd: S, row: &[u32], b: usize) -> S::u32s {
 
 /// Dot products of `R` permuted query rows with one stored key row (the raw sums: the caller
 /// applies the int8 scale). `qs[r]` has `blocks * ELEMS` vectors, zero past the head dim.
+///
+/// The sums run in the order of `fixed_sum` at every level: register block `b` is part
+/// `b % regs` of logical block `b / regs` (16 words), whose sub-vector `j` goes to the 16-lane
+/// accumulator of its parity, so lane `i` of a logical block holds the same elements at every
+/// width.
 #[inline(always)]
 pub(crate) fn dot_rows<S: Simd, F: WordFormat, const R: usize>(
     simd: S,
     qs: [&[S::f32s]; R],
     row: &[u32],
 ) -> [f32; R] {
+    let regs = fixed_sum::regs::<S>();
     let blocks = row.len().div_ceil(S::U32_LANES);
     // Two accumulators per row so consecutive FMAs do not wait on each other.
-    let mut acc = [[simd.splat_f32s(0.0); 2]; R];
+    let mut acc = [[fixed_sum::zeros(simd); 2]; R];
     for b in 0..blocks {
         let words = load_block(simd, row, b);
+        let (logical, part) = (b / regs, b % regs);
         for j in 0..F::ELEMS {
             let k = F::decode(simd, words, j);
             let slot = b * F::ELEMS + j;
+            let parity = (logical * F::ELEMS + j) & 1;
             for r in 0..R {
-                acc[r][slot & 1] = simd.mul_add_e_f32s(qs[r][slot], k, acc[r][slot & 1]);
+                acc[r][parity][part] = simd.mul_add_f32s(qs[r][slot], k, acc[r][parity][part]);
             }
         }
     }
     // No closures here: they would not inherit the target features of the pulp entry point.
     let mut sums = [0.0f32; R];
     for r in 0..R {
-        sums[r] = simd.reduce_sum_f32s(simd.add_f32s(acc[r][0], acc[r][1]));
+        let mut both = acc[r][0];
+        for part in 0..regs {
+            both[part] = simd.add_f32s(acc[r][0][part], acc[r][1][part]);
+        }
+        sums[r] = fixed_sum::tree_sum(simd, both);
     }
     sums
 }
@@ -164,7 +177,7 @@ pub(crate) fn accumulate_rows<S: Simd, F: WordFormat, const R: usize>(
             for j in 0..F::ELEMS {
                 let v = F::decode(simd, words, j);
                 for r in 0..R {
-                    a[r][j] = simd.mul_add_e_f32s(weights[r], v, a[r][j]);
+                    a[r][j] = simd.mul_add_f32s(weights[r], v, a[r][j]);
                 }
             }
         }
@@ -200,22 +213,26 @@ pub(crate) fn max_of<S: Simd>(simd: S, x: &[f32]) -> f32 {
     max
 }
 
-/// `p[t] = exp(s[t] - max)` in place, returning the sum. Arguments below -87 (and -inf) give
-/// exactly 0, so masked scores drop out without NaN.
+/// `p[t] = exp(s[t] - max)` in place, returning the sum (in the order of `fixed_sum`). Arguments
+/// below -87 (and -inf) give exactly 0, so masked scores drop out without NaN.
 #[inline(always)]
 pub(crate) fn exp_shifted_sum<S: Simd>(simd: S, scores: &mut [f32], max: f32) -> f32 {
     let m = simd.splat_f32s(max);
-    let (body, tail) = S::as_mut_simd_f32s(scores);
-    let mut sum = simd.splat_f32s(0.0);
-    for x in body {
-        *x = exp_nonpositive(simd, simd.sub_f32s(*x, m));
-        sum = simd.add_f32s(sum, *x);
+    let mut acc = fixed_sum::zeros(simd);
+    // Whole chunks of 16 (every tile but a row's last partial one): exp and sum in one pass.
+    let mut chunks = scores.chunks_exact_mut(fixed_sum::LANES);
+    for chunk in &mut chunks {
+        let (regs, _) = S::as_mut_simd_f32s(chunk);
+        for (a, x) in acc.iter_mut().zip(regs) {
+            *x = exp_nonpositive(simd, simd.sub_f32s(*x, m));
+            *a = simd.add_f32s(*a, *x);
+        }
     }
-    let mut total = simd.reduce_sum_f32s(sum);
-    for x in tail {
+    let rest = chunks.into_remainder();
+    for x in rest.iter_mut() {
         let e = exp_nonpositive(simd, simd.splat_f32s(*x - max));
         *x = simd.reduce_max_f32s(e);
-        total += *x;
     }
-    total
+    fixed_sum::add_last_chunk(simd, &mut acc, rest);
+    fixed_sum::tree_sum(simd, acc)
 }

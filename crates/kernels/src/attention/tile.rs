@@ -71,7 +71,7 @@ struct Block<'s, S: Simd> {
     p: Vec<f32>,
     /// Visible keys of each row in the current tile.
     visible: Vec<usize>,
-    /// Int8 K: the queries rounded to int8 (`q` holds them dequantized, for the f32 path).
+    /// Int8 K: the queries rounded to int8 (`q` holds their integers, for the f32 path).
     int8_queries: Option<Int8Queries>,
     /// Int8 K where the kernel table has an integer score loop (`int8_queries::scores_vnni`).
     int8_scores: Option<Int8Scores>,
@@ -139,7 +139,7 @@ pub(crate) fn attend_range<S: Simd, F: WordFormat>(
         let dst: &mut [f32] = bytemuck::cast_slice_mut(&mut block.q[r * vecs..][..vecs]);
         match &block.int8_queries {
             Some(queries) => {
-                queries.dequantize_row(r, rounded);
+                queries.integer_row(r, rounded);
                 permute_scaled(rounded, 1.0, F::ELEMS, lanes, dst);
             }
             None => permute_scaled(
@@ -210,6 +210,12 @@ impl<S: Simd> Block<'_, S> {
     ) {
         let (vecs, rw) = (self.row_len_vecs, kv.row_words);
         let q: [&[S::f32s]; R] = core::array::from_fn(|r| &self.q[(start + r) * vecs..][..vecs]);
+        // Int8 K: `q` holds the rounded queries' integers, so the dots are exact integers and the
+        // score is the integer score loop's `dot * (q_scale * k_scale)`, bit for bit.
+        let q_scale: [f32; R] = core::array::from_fn(|r| match &self.int8_queries {
+            Some(queries) => queries.scale(start + r),
+            None => 1.0,
+        });
         for t in 0..ntok {
             let key = k0 + t;
             let dots = dot_rows::<S, F, R>(simd, q, &kv.k[key * rw..][..rw]);
@@ -219,7 +225,7 @@ impl<S: Simd> Block<'_, S> {
                 kv.k_scale[key]
             };
             for r in 0..R {
-                self.p[(start + r) * KEY_TILE + t] = dots[r] * k_scale;
+                self.p[(start + r) * KEY_TILE + t] = dots[r] * (q_scale[r] * k_scale);
             }
         }
     }

@@ -5,6 +5,8 @@
 //! instructions, `transpose` moves 16 x 16 blocks between layouts.
 
 pub(crate) mod bf16;
+#[cfg(test)]
+mod bf16_order;
 pub(crate) mod int8;
 pub(crate) mod tiles;
 pub(crate) mod transpose;
