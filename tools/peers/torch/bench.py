@@ -110,6 +110,15 @@ def forward(model, ids: torch.Tensor, cache: DynamicCache) -> torch.Tensor:
     return model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1).logits[0, -1]
 
 
+def truncate(cache: DynamicCache, length: int) -> None:
+    """Drop the cached tokens past `length` (transformers' crop takes minus the count to drop)."""
+    extra = cache.get_seq_length() - length
+    if extra > 0:
+        cache.crop(-extra)
+    if cache.get_seq_length() != length:
+        raise RuntimeError(f"the KV cache holds {cache.get_seq_length()} tokens after truncating to {length}")
+
+
 def rates(tokens: int, seconds: list[float]) -> dict:
     per_second = sorted(tokens / s for s in seconds)
     return {"median": statistics.median(per_second), "min": per_second[0], "max": per_second[-1]}
@@ -126,13 +135,13 @@ def bench(model, args) -> dict:
             forward(model, depth_ids, cache)
         if not args.no_warmup:
             forward(model, prompt_ids, cache)
-            cache.crop(args.depth)
+            truncate(cache, args.depth)
         prefill_seconds = []
         for _ in range(args.repetitions):
             start = time.perf_counter()
             forward(model, prompt_ids, cache)
             prefill_seconds.append(time.perf_counter() - start)
-            cache.crop(args.depth)
+            truncate(cache, args.depth)
         # Decode on top of the D cached tokens, as gattn-cpu bench does: each step one token.
         token = prompt_ids[:, -1:]
         decode_seconds = []
