@@ -91,6 +91,9 @@ def load_model(model_dir: Path, dtype: torch.dtype, attn_implementation: str = "
     if raw.get("gattn_quantization"):
         raise ValueError(f"{model_dir}/config.json: gattn_quantization is set: PyTorch reads only the "
                          "unquantized checkpoint (the directory `gattn-cpu quantize` read)")
+    if raw.get("use_qk_norm") is False:
+        raise ValueError(f"{model_dir}/config.json: use_qk_norm is false; transformers' Qwen3 always "
+                         "norms queries and keys, so it would not compute this model")
     mode = gate_mode(raw)
     config = Qwen3Config.from_dict(raw)
     config._attn_implementation = attn_implementation
