@@ -8,8 +8,7 @@ mod support;
 use gattn_kernels::SimdLevel;
 use gattn_kernels::attention::{
     AttentionCall, AttentionError, AttentionShape, AttentionStats, KvDtype, prefill,
-    prefill_uses_amx_tiles,
-    queries_as_used,
+    prefill_uses_amx_tiles, queries_as_used,
 };
 use proptest::prelude::*;
 use support::*;

@@ -9,7 +9,9 @@ use rand::{Rng, SeedableRng};
 #[path = "checks/mod.rs"]
 mod checks;
 #[allow(unused_imports)] // each test file uses a part
-pub use checks::{Feature, current_test, feature_or_skip, levels_under_test, max_abs_diff};
+pub use checks::{
+    Feature, current_test, feature_or_skip, levels_under_test, max_abs_diff, tables_under_test,
+};
 
 pub fn random_vec(rng: &mut StdRng, len: usize, amplitude: f32) -> Vec<f32> {
     (0..len)

@@ -10,12 +10,16 @@ mod support;
 
 use gattn_kernels::activations::silu_mul_in_place;
 use gattn_kernels::attention::{
-    AttentionShape, KvDtype, KvLayer, decode_with_parts, prefill_on, prefill_uses_amx_tiles,
+    AttentionCall, AttentionShape, DecodeScratch, KvDtype, KvLayer, decode_with_parts, prefill_on,
+    prefill_uses_amx_tiles,
 };
 use gattn_kernels::norm::rms_norm_in_place;
 use gattn_kernels::{KernelTable, SimdLevel};
 use proptest::prelude::*;
-use support::{gate_of, layer_from, random_gate, random_kv, random_vec, rng};
+use support::{
+    gate_of, layer_from, levels_under_test, random_gate, random_kv, random_vec, rng,
+    tables_under_test,
+};
 
 fn bits(x: &[f32]) -> Vec<u32> {
     x.iter().map(|v| v.to_bits()).collect()
@@ -43,7 +47,7 @@ proptest! {
             bits(&y)
         };
         let scalar = run(SimdLevel::Scalar);
-        for level in SimdLevel::all_supported() {
+        for level in levels_under_test() {
             prop_assert_eq!(&run(level), &scalar, "{} differs from scalar", level);
         }
     }
@@ -60,7 +64,7 @@ proptest! {
             bits(&y)
         };
         let scalar = run(SimdLevel::Scalar);
-        for level in SimdLevel::all_supported() {
+        for level in levels_under_test() {
             prop_assert_eq!(&run(level), &scalar, "{} differs from scalar", level);
         }
     }
@@ -91,18 +95,19 @@ proptest! {
 
         let decode = |level: SimdLevel, parts: usize| {
             let mut out = vec![f32::NAN; last_q.len()];
-            decode_with_parts(level, shape, last_q, kv_len - 1, &layer, last_gate, &mut out, None, parts)
-                .unwrap();
+            let call = AttentionCall { shape, queries: last_q, q_start: kv_len - 1, n: 1, kv: &layer, gate: last_gate };
+            decode_with_parts(level, call, &mut out, None, &mut DecodeScratch::default(), parts).unwrap();
             bits(&out)
         };
         let prefill = |table: &KernelTable, layer: &KvLayer| {
             let mut out = vec![f32::NAN; q.len()];
-            prefill_on(table, shape, &q, kv_len - n, n, layer, gate, &mut out, None).unwrap();
+            let call = AttentionCall { shape, queries: &q, q_start: kv_len - n, n, kv: layer, gate };
+            prefill_on(table, call, &mut out, None).unwrap();
             bits(&out)
         };
         let (decode_one, decode_three) = (decode(SimdLevel::Scalar, 1), decode(SimdLevel::Scalar, 3));
         let prefill_scalar = prefill(scalar_table(), &layer);
-        for table in KernelTable::all_supported() {
+        for table in tables_under_test() {
             prop_assert_eq!(&decode(table.level(), 1), &decode_one, "decode: {} differs", table);
             prop_assert_eq!(&decode(table.level(), 3), &decode_three, "decode in parts: {} differs", table);
             if !prefill_uses_amx_tiles(table, dtype, head_dim) {
