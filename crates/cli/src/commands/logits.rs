@@ -10,7 +10,9 @@ use crate::commands::{load_model, model_dir};
 use crate::npy;
 
 pub fn run(args: LogitsArgs) -> Result<()> {
-    // Refused before the forward pass, and again (atomically) when the file is written.
+    // Usage errors (exit 2) first; then an existing output is refused before the forward pass,
+    // and again (atomically) when the file is written.
+    crate::limits::check_threads(args.model.load.threads)?;
     let existing = Existing::from_force(args.force);
     refuse_existing(&args.out, existing)?;
     let model = load_model(&args.model, &model_dir(&args.model.model)?)?;

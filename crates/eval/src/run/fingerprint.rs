@@ -1,10 +1,10 @@
 //! The fingerprints in `run.json`: two runs whose checkpoints or data files differ must not be
 //! resumed into one directory or merged, even when the paths are the same.
 
-use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
+use gattn_tensor::input_file::{open_regular, read_regular};
 use sha2::{Digest, Sha256};
 
 use crate::run::error::RunError;
@@ -13,6 +13,10 @@ use crate::run::error::RunError;
 /// weight file contributes its name, its size and its first and last MiB: the safetensors
 /// header (names, shapes, dtypes, offsets) and real weights at both ends.
 const SAMPLED_BYTES: u64 = 1 << 20;
+
+/// The small files that decide outputs are hashed whole (at most this many bytes each, as the
+/// loader reads them).
+const WHOLE_FILE_LIMIT: u64 = 256 << 20;
 
 /// The small files that decide outputs are hashed whole.
 const WHOLE_FILES: [&str; 4] = [
@@ -27,7 +31,7 @@ pub fn model_fingerprint(dir: &Path) -> Result<String, RunError> {
     let mut hash = Sha256::new();
     for name in WHOLE_FILES {
         let path = dir.join(name);
-        match std::fs::read(&path) {
+        match read_regular(&path, WHOLE_FILE_LIMIT) {
             Ok(bytes) => {
                 hash.update(name.as_bytes());
                 hash.update((bytes.len() as u64).to_le_bytes());
@@ -71,7 +75,7 @@ pub fn data_fingerprint(paths: &[(&str, Option<&Path>)]) -> Result<String, RunEr
             files.sort();
         }
         for file in files {
-            let bytes = std::fs::read(&file).map_err(RunError::io(&file))?;
+            let bytes = read_regular(&file, WHOLE_FILE_LIMIT).map_err(RunError::io(&file))?;
             hash.update(file.file_name().unwrap_or_default().as_encoded_bytes());
             hash.update((bytes.len() as u64).to_le_bytes());
             hash.update(&bytes);
@@ -85,8 +89,7 @@ fn hex16(digest: &[u8]) -> String {
 }
 
 fn sample_file(path: &Path, hash: &mut Sha256) -> std::io::Result<()> {
-    let mut file = File::open(path)?;
-    let len = file.metadata()?.len();
+    let (mut file, len) = open_regular(path, u64::MAX)?;
     hash.update(len.to_le_bytes());
     let mut chunk = Vec::new();
     (&mut file).take(SAMPLED_BYTES).read_to_end(&mut chunk)?;

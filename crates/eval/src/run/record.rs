@@ -129,10 +129,13 @@ pub struct PredictionsFile {
     pub truncated_tail: bool,
 }
 
+/// The largest predictions file read (a million samples of a few hundred bytes each).
+const PREDICTIONS_LIMIT: u64 = 1 << 30;
+
 /// Reads `path` (missing = empty). A last line cut short by a killed run is ignored; a bad
 /// line anywhere else is an error, since it means the file is not what this tool wrote.
 pub fn read_predictions(path: &Path) -> Result<PredictionsFile, RunError> {
-    let bytes = match std::fs::read(path) {
+    let bytes = match gattn_tensor::input_file::read_regular(path, PREDICTIONS_LIMIT) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Ok(PredictionsFile {

@@ -60,7 +60,7 @@ const REQUIRED_FIELDS: [&str; 9] = [
 impl RunSettings {
     pub fn read(dir: &Path) -> Result<Option<RunSettings>, RunError> {
         let path = dir.join(SETTINGS_FILE);
-        let text = match std::fs::read_to_string(&path) {
+        let text = match gattn_tensor::input_file::read_regular_to_string(&path, 16 << 20) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(RunError::io(path)(e)),
