@@ -9,12 +9,7 @@ use crate::failure::usage;
 /// starting them cannot exhaust the process's thread or memory limits.
 pub const MAX_THREADS: usize = 1024;
 
-/// Bytes of prompt text read per token of context at most (Qwen3 averages ~4 bytes a token; 64
-/// leaves room for long runs of spaces or digits), so a huge prompt is refused before the
-/// tokenizer spends memory on all of it.
-pub const PROMPT_BYTES_PER_TOKEN: u64 = 64;
-/// ... but never less than this, so a small `-c` still takes an ordinary prompt file.
-pub const MIN_PROMPT_BYTES: u64 = 1 << 20;
+pub use gattn_model::tokenizer::prompt_byte_limit;
 
 /// `value` of `flag` if it lies in `min..=max`; otherwise a usage error naming both bounds and
 /// `why` the upper one exists.
@@ -63,16 +58,10 @@ pub fn check_ctx(ctx: Option<usize>, max_positions: usize) -> Result<usize> {
     check_tokens("--ctx", ctx.unwrap_or(max_positions), 1)
 }
 
-/// Bytes of prompt text allowed for a context of `ctx` tokens (see [`PROMPT_BYTES_PER_TOKEN`]).
-pub fn prompt_byte_limit(ctx: usize) -> u64 {
-    (ctx as u64)
-        .saturating_mul(PROMPT_BYTES_PER_TOKEN)
-        .max(MIN_PROMPT_BYTES)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gattn_model::tokenizer::MIN_PROMPT_BYTES;
 
     #[test]
     fn counts_outside_their_range_name_the_flag_and_the_limit() {

@@ -326,6 +326,15 @@ fn bad_input_gets_a_4xx_with_a_message_and_the_server_keeps_serving() {
         400,
         "has 100 tokens",
     );
+    // More text than any tokenization of it could fit in -c 64 is refused before tokenizing.
+    let huge = "x".repeat((1 << 20) + 1);
+    let (status, body) = server.post("/v1/completions", &json!({"prompt": huge}));
+    assert_error(
+        (status, body.clone()),
+        400,
+        "the prompt is 1048577 bytes, more than the 1048576 read for a context of 64 tokens",
+    );
+    assert_eq!(body["error"]["code"], "context_length_exceeded");
     assert_eq!(declared_body_over_limit(&server), 413);
     assert_error(
         server.post("/v1/chat/completions", &json!({"messages": []})),

@@ -7,6 +7,20 @@ use gattn_tensor::input_file::read_regular;
 use crate::error::{ModelError, Result};
 use crate::panic_guard;
 
+/// Bytes of prompt text read per token of context at most (Qwen3 averages ~4 bytes a token; 64
+/// leaves room for long runs of spaces or digits), so a huge prompt is refused before the
+/// tokenizer spends memory on all of it.
+pub const PROMPT_BYTES_PER_TOKEN: u64 = 64;
+/// ... but never less than this, so a small `-c` still takes an ordinary prompt file.
+pub const MIN_PROMPT_BYTES: u64 = 1 << 20;
+
+/// Bytes of prompt text allowed for a context of `ctx` tokens (see [`PROMPT_BYTES_PER_TOKEN`]).
+pub fn prompt_byte_limit(ctx: usize) -> u64 {
+    (ctx as u64)
+        .saturating_mul(PROMPT_BYTES_PER_TOKEN)
+        .max(MIN_PROMPT_BYTES)
+}
+
 /// Qwen3's tokenizer.json is 11 MB; a file 20 times larger is not a tokenizer.
 const MAX_TOKENIZER_BYTES: u64 = 256 << 20;
 

@@ -64,7 +64,18 @@ impl AppState {
         &self.shared.tokenizer
     }
 
+    /// Text longer than the context could hold at any plausible bytes per token is refused
+    /// before the tokenizer spends memory on all of it (as `run` refuses a prompt file).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, ApiError> {
+        let ctx = self.shared.ctx;
+        let limit = gattn_model::tokenizer::prompt_byte_limit(ctx);
+        if text.len() as u64 > limit {
+            return Err(ApiError::bad_request(format!(
+                "the prompt is {} bytes, more than the {limit} read for a context of {ctx} tokens (--ctx)",
+                text.len()
+            ))
+            .with_code("context_length_exceeded"));
+        }
         self.tokenizer()
             .encode(text)
             .map_err(|e| ApiError::bad_request(format!("cannot tokenize the prompt: {e}")))
