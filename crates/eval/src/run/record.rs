@@ -215,22 +215,8 @@ impl PredictionsFile {
             }
             if !planned.contains(&item) {
                 return Err(bad(format!(
-                    "{name} is not in this run's plan (run.json: --tasks {}, --lengths {}, \
-                     --samples {}, --shard {})",
-                    settings
-                        .tasks
-                        .iter()
-                        .map(|t| t.to_string())
-                        .collect::<Vec<_>>()
-                        .join(","),
-                    settings
-                        .lengths
-                        .iter()
-                        .map(|l| l.to_string())
-                        .collect::<Vec<_>>()
-                        .join(","),
-                    settings.samples,
-                    settings.shard
+                    "{name} is not in this run's plan (run.json: {})",
+                    settings.plan_flags()
                 )));
             }
             if let Some(first) = seen.insert(item, line) {

@@ -140,6 +140,18 @@ impl RunSettings {
         ]
     }
 
+    /// The run's plan as its flags (`--tasks a,b, --lengths 1K, --samples 20, --shard 0/1`), for
+    /// errors about a sample outside it.
+    pub fn plan_flags(&self) -> String {
+        const PLAN: [&str; 4] = ["--tasks", "--lengths", "--samples", "--shard"];
+        self.compared()
+            .into_iter()
+            .filter(|(flag, _)| PLAN.contains(flag))
+            .map(|(flag, value)| format!("{flag} {value}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     /// Names the first setting that differs and both values, for the error message; with
     /// `same_shard` false the shard may differ (merging shards of one sweep).
     pub fn difference(&self, other: &RunSettings, same_shard: bool) -> Option<String> {
