@@ -84,7 +84,7 @@ impl WordFormat for Int8Words {
 
 /// Block `b` of a row (`L` words, or fewer, zero-filled, at the end of the row).
 #[inline(always)]
-fn load_block<S: Simd>(simd: S, row: &[u32], b: usize) -> S::u32s {
+pub(crate) fn load_block<S: Simd>(simd: S, row: &[u32], b: usize) -> S::u32s {
     let lanes = S::U32_LANES;
     let start = b * lanes;
     let end = (start + lanes).min(row.len());

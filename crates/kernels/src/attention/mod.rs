@@ -21,6 +21,7 @@ mod epilogue;
 pub(crate) mod int8_queries;
 pub mod kv;
 pub(crate) mod kv_encode;
+mod lane_prefill;
 mod layout;
 mod microkernel;
 mod prefetch;

@@ -1,19 +1,13 @@
 //! Prefill: a chunk of `n` queries at positions `q_start..q_start + n` against keys
-//! `0..q_start + n`, parallel (rayon, current pool) over (KV head, query tile) work items.
+//! `0..q_start + n`, on AMX tiles (`amx_prefill`) or the vector units (`lane_prefill`), and the
+//! parts both share: the gate of a row, the scatter of work items' rows into the output.
 
 use super::checks::check_call;
-use super::dispatch::{AttendRange, run_at};
-use super::epilogue::{FinalRow, RowGate, write_row};
+use super::epilogue::RowGate;
 use super::stats::AttentionStats;
-use super::tile::{PartialRows, QueryRow, TileScratch};
 use super::{AttentionCall, AttentionError};
 use crate::reference::{AttentionShape, GateScores};
 use crate::{KernelTable, SimdLevel};
-use rayon::prelude::*;
-
-/// Query rows (positions x query heads of one KV head) per work item: enough to amortize each
-/// K/V tile over many rows, few enough that the accumulators stay in L1/L2.
-const ROWS_PER_ITEM: usize = 32;
 
 /// Causal attention of a chunk of queries, gate fused in the epilogue; equals
 /// `reference::causal_attention` followed by `reference::apply_output_gate` on the stored K/V.
@@ -44,75 +38,7 @@ pub fn prefill_on(
     if super::amx_prefill::prefill_uses_amx_tiles(table, call.kv.dtype(), call.shape.head_dim) {
         return super::amx_prefill::prefill(call, out, stats);
     }
-    let AttentionCall {
-        shape,
-        queries: q,
-        q_start,
-        n,
-        kv,
-        gate,
-    } = call;
-    let AttentionShape {
-        num_heads,
-        num_kv_heads,
-        head_dim,
-    } = shape;
-    let group = shape.group_size();
-    let positions_per_item = (ROWS_PER_ITEM / group).max(1);
-    let tiles = n.div_ceil(positions_per_item);
-    let items: Vec<(usize, usize)> = (0..num_kv_heads)
-        .flat_map(|j| (0..tiles).map(move |tile| (j, tile)))
-        .collect();
-    let want_stats = stats.is_some();
-
-    let results: Vec<(Vec<f32>, Option<AttentionStats>)> = items
-        .par_iter()
-        .map(|&(j, tile)| {
-            let t_begin = tile * positions_per_item;
-            let t_end = n.min(t_begin + positions_per_item);
-            let rows: Vec<QueryRow> = (t_begin..t_end)
-                .flat_map(|t| {
-                    (0..group).map(move |g| QueryRow {
-                        q_offset: (t * num_heads + j * group + g) * head_dim,
-                        position: q_start + t,
-                    })
-                })
-                .collect();
-            let mut scratch = TileScratch::default();
-            run_at(
-                level,
-                AttendRange {
-                    level,
-                    kv: kv.head(j),
-                    q,
-                    rows: &rows,
-                    keys: 0..q_start + t_end,
-                    scratch: &mut scratch,
-                },
-            );
-            let partial = &scratch.partial;
-            let mut local = want_stats.then(AttentionStats::default);
-            let mut item_out = vec![0.0f32; rows.len() * head_dim];
-            for (r, out_row) in item_out.chunks_exact_mut(head_dim).enumerate() {
-                let t = t_begin + r / group;
-                let h = j * group + r % group;
-                write_row(
-                    final_row(partial, r),
-                    row_gate(gate, t, h, num_heads, head_dim),
-                    out_row,
-                    local.as_mut(),
-                    q_start + t == 0,
-                );
-            }
-            (item_out, local)
-        })
-        .collect();
-
-    let firsts = items
-        .iter()
-        .map(|&(j, tile)| (j, tile * positions_per_item));
-    scatter_items(shape, firsts, &results, out, stats);
-    Ok(())
+    super::lane_prefill::prefill(level, call, out, stats)
 }
 
 /// Writes each work item's rows (KV head `j`, query positions from `first` on, `group` heads a
@@ -138,17 +64,6 @@ pub(crate) fn scatter_items(
     }
     if let Some(stats) = stats {
         stats.merge(&total);
-    }
-}
-
-pub(crate) fn final_row(partial: &PartialRows, r: usize) -> FinalRow<'_> {
-    FinalRow {
-        acc: &partial.acc[r * partial.row_len..][..partial.row_len],
-        m: partial.m[r],
-        l: partial.l[r],
-        s0: partial.s0[r],
-        lanes: partial.lanes,
-        elems_per_word: partial.elems_per_word,
     }
 }
 
