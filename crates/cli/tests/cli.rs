@@ -180,6 +180,7 @@ fn info_describes_the_machine_and_the_model() {
         "bf16 mat-mat",
         "int8 mat-mat",
         "int8 kv scores",
+        "prefill attention",
     ] {
         assert!(text.contains(operation), "{text}");
     }

@@ -198,7 +198,7 @@ impl KernelTable {
     }
 
     /// Each operation and the kernel that runs it, in a fixed order (`gattn-cpu info`).
-    pub fn entries(&self) -> [(&'static str, &'static str); 9] {
+    pub fn entries(&self) -> [(&'static str, &'static str); 10] {
         [
             ("f32 mat-vec", self.f32_matvec.name),
             ("f32 mat-mat", self.f32_matmat.name),
@@ -209,7 +209,25 @@ impl KernelTable {
             ("activation quantize", self.quantize_row.name),
             ("kv row encode", self.kv_encode_row.name),
             ("int8 kv scores", self.int8_kv_scores.name),
+            ("prefill attention", self.prefill_attention()),
         ]
+    }
+
+    /// Where prefill attention runs (`attention::prefill_on` decides with
+    /// [`crate::attention::prefill_uses_amx_tiles`]). The AMX tiles sum their bf16 products in
+    /// an order no vector code reproduces, so there (and only there) the logits of a bf16 cache
+    /// differ in the last bits from every other level's; `GATTN_SIMD=avx512` gives those.
+    fn prefill_attention(&self) -> &'static str {
+        match (self.level, self.amx) {
+            (_, true) => {
+                "amx tdpbf16ps tiles for a bf16 cache at head_dim a multiple of 32 (not bit-identical to \
+                 the other levels), else query rows in avx512 lanes"
+            }
+            (SimdLevel::Avx512, false) => "query rows in avx512 lanes, fma",
+            (SimdLevel::Avx2, _) => "query rows in avx2 lanes, fma",
+            (SimdLevel::Neon, _) => "query rows in neon lanes, fma",
+            (SimdLevel::Scalar, _) => "query rows in scalar lanes, fma",
+        }
     }
 
     /// Do this table's bf16 products round the activations to bf16 (to nearest even, as
