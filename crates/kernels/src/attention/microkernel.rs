@@ -143,17 +143,30 @@ pub(crate) fn dot_rows<S: Simd, F: WordFormat, const R: usize>(
     sums
 }
 
-/// Register columns of a stored row of `row_words` words: [`accumulate_rows`] walks this many
-/// times `ntok` steps (what a [`TilePrefetch`] spreads its lines over).
+/// Register columns [`accumulate_rows`] takes together for `R` rows of format `F`: as many as
+/// keep `R * ELEMS * C` accumulators within 8 registers (one column at a time left a decode's
+/// few rows with 4 multiply-adds per step of loop overhead).
 #[inline(always)]
-pub(crate) fn register_columns<S: Simd>(row_words: usize) -> usize {
-    row_words.div_ceil(S::U32_LANES)
+const fn columns_per_step<F: WordFormat, const R: usize>() -> usize {
+    match 8 / (R * F::ELEMS) {
+        0 | 1 => 1,
+        2 | 3 => 2,
+        _ => 4,
+    }
+}
+
+/// Steps of [`accumulate_rows`] per key of a tile (what a [`TilePrefetch`] spreads its lines
+/// over): the register columns of a stored row of `row_words` words, `columns_per_step` at a time.
+#[inline(always)]
+pub(crate) fn steps_per_key<S: Simd, F: WordFormat, const R: usize>(row_words: usize) -> usize {
+    let (blocks, c) = (row_words.div_ceil(S::U32_LANES), columns_per_step::<F, R>());
+    blocks / c + blocks % c
 }
 
 /// `acc[r] += sum_t p[r][t] * v_t` over the `ntok` value rows of a tile (row `t` at
-/// `values[t * row_words..]`). Walks the tile one register column at a time, so each accumulator
-/// register is loaded and stored once per tile rather than once per token. Each step (register
-/// column and token) ticks `prefetch`, the next tile's rows.
+/// `values[t * row_words..]`). Walks the tile a few register columns at a time, so each
+/// accumulator register is loaded and stored once per tile rather than once per token. Each step
+/// (columns and token) ticks `prefetch`, the next tile's rows.
 #[inline(always)]
 pub(crate) fn accumulate_rows<S: Simd, F: WordFormat, const R: usize>(
     simd: S,
@@ -162,35 +175,104 @@ pub(crate) fn accumulate_rows<S: Simd, F: WordFormat, const R: usize>(
     values: &[u32],
     row_words: usize,
     ntok: usize,
+    prefetch: Option<&mut TilePrefetch<'_>>,
+) {
+    match columns_per_step::<F, R>() {
+        1 => accumulate_columns::<S, F, R, 1>(simd, acc, p, values, row_words, ntok, prefetch),
+        2 => accumulate_columns::<S, F, R, 2>(simd, acc, p, values, row_words, ntok, prefetch),
+        _ => accumulate_columns::<S, F, R, 4>(simd, acc, p, values, row_words, ntok, prefetch),
+    }
+}
+
+/// [`accumulate_rows`] with `C` register columns a step, then single columns for the rest (a
+/// constant count, so the accumulators stay in registers).
+#[inline(always)]
+fn accumulate_columns<S: Simd, F: WordFormat, const R: usize, const C: usize>(
+    simd: S,
+    mut acc: [&mut [S::f32s]; R],
+    p: [&[f32]; R],
+    values: &[u32],
+    row_words: usize,
+    ntok: usize,
     mut prefetch: Option<&mut TilePrefetch<'_>>,
 ) {
-    let blocks = register_columns::<S>(row_words);
-    for b in 0..blocks {
-        let mut a = [[simd.splat_f32s(0.0); 4]; R];
-        for r in 0..R {
+    let blocks = row_words.div_ceil(S::U32_LANES);
+    let mut b0 = 0;
+    while b0 + C <= blocks {
+        columns_step::<S, F, R, C>(
+            simd,
+            &mut acc,
+            p,
+            values,
+            row_words,
+            ntok,
+            b0,
+            &mut prefetch,
+        );
+        b0 += C;
+    }
+    while b0 < blocks {
+        columns_step::<S, F, R, 1>(
+            simd,
+            &mut acc,
+            p,
+            values,
+            row_words,
+            ntok,
+            b0,
+            &mut prefetch,
+        );
+        b0 += 1;
+    }
+}
+
+/// Register columns `b0 .. b0 + C` of the tile's `ntok` value rows into the accumulators.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "accumulate_columns' arguments and the column, forwarded"
+)]
+#[inline(always)]
+fn columns_step<S: Simd, F: WordFormat, const R: usize, const C: usize>(
+    simd: S,
+    acc: &mut [&mut [S::f32s]; R],
+    p: [&[f32]; R],
+    values: &[u32],
+    row_words: usize,
+    ntok: usize,
+    b0: usize,
+    prefetch: &mut Option<&mut TilePrefetch<'_>>,
+) {
+    let mut a = [[[simd.splat_f32s(0.0); 4]; C]; R];
+    for r in 0..R {
+        for c in 0..C {
             for j in 0..F::ELEMS {
-                a[r][j] = acc[r][b * F::ELEMS + j];
+                a[r][c][j] = acc[r][(b0 + c) * F::ELEMS + j];
             }
         }
-        for t in 0..ntok {
-            if let Some(prefetch) = prefetch.as_mut() {
-                prefetch.tick();
-            }
-            let words = load_block(simd, &values[t * row_words..][..row_words], b);
-            let mut weights = [simd.splat_f32s(0.0); R];
-            for r in 0..R {
-                weights[r] = simd.splat_f32s(p[r][t]);
-            }
+    }
+    for t in 0..ntok {
+        if let Some(prefetch) = prefetch.as_mut() {
+            prefetch.tick();
+        }
+        let row = &values[t * row_words..][..row_words];
+        let mut weights = [simd.splat_f32s(0.0); R];
+        for r in 0..R {
+            weights[r] = simd.splat_f32s(p[r][t]);
+        }
+        for c in 0..C {
+            let words = load_block(simd, row, b0 + c);
             for j in 0..F::ELEMS {
                 let v = F::decode(simd, words, j);
                 for r in 0..R {
-                    a[r][j] = simd.mul_add_f32s(weights[r], v, a[r][j]);
+                    a[r][c][j] = simd.mul_add_f32s(weights[r], v, a[r][c][j]);
                 }
             }
         }
-        for r in 0..R {
+    }
+    for r in 0..R {
+        for c in 0..C {
             for j in 0..F::ELEMS {
-                acc[r][b * F::ELEMS + j] = a[r][j];
+                acc[r][(b0 + c) * F::ELEMS + j] = a[r][c][j];
             }
         }
     }

@@ -9,7 +9,7 @@ use super::int8_queries::Int8Queries;
 use super::kv::{KvDtype, KvHeadView};
 use super::layout::{permute_scaled, permuted_len};
 use super::microkernel::{
-    WordFormat, accumulate_rows, dot_rows, exp_shifted_sum, max_of, register_columns, scale_row,
+    WordFormat, accumulate_rows, dot_rows, exp_shifted_sum, max_of, scale_row, steps_per_key,
 };
 use super::prefetch::TilePrefetch;
 use crate::dispatch::table::Int8Scores;
@@ -310,7 +310,7 @@ impl<S: Simd> Block<'_, S> {
                 let p: [&[f32]; R] =
                     core::array::from_fn(|r| &self.p[(start + r) * KEY_TILE..][..KEY_TILE]);
                 // The first chunk's V sums also ask for the next tile's rows (see `prefetch`).
-                let steps = register_columns::<S>(rw) * chunk_visible;
+                let steps = steps_per_key::<S, F, R>(rw) * chunk_visible;
                 let mut next_tile = (start == 0)
                     .then(|| TilePrefetch::new(kv, k0 + KEY_TILE, KEY_TILE, steps))
                     .flatten();
