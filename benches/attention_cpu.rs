@@ -1,0 +1,159 @@
+//! Attention kernels on one thread, timed in CPU seconds of that thread, beside the f32 FMA peak
+//! of the same thread timed the same way: ratios that hold on a loaded, shared machine (a thread
+//! that is preempted stops its own clock), where wall-clock GFLOP/s do not.
+//!
+//! One layer of the Qwen3-1.7B shape (16 heads, 8 KV heads, head_dim 128):
+//! - prefill of `GATTN_BENCH_CPU_QUERIES` (128) queries after `GATTN_BENCH_CPU_OFFSET` (4096)
+//!   cached keys: GFLOP per CPU-second (4 * head_dim FLOP per query-key pair) and its ratio to
+//!   the peak;
+//! - decode of one query after the same offset: GB of K/V read per CPU-second.
+//!
+//! `cargo bench -p gattn-benches --bench attention_cpu`; `GATTN_BENCH_ATTN_DTYPES=bf16,int8,f32`
+//! picks the caches, `GATTN_SIMD` the level.
+
+use gattn_kernels::attention::{
+    AttentionCall, AttentionShape, DecodeScratch, GateScores, KvDtype, KvLayer, decode, prefill,
+};
+use gattn_kernels::dispatch::simd_level;
+use gattn_kernels::matrix_peak::fma_peak_pass;
+use std::hint::black_box;
+
+const SHAPE: AttentionShape = AttentionShape {
+    num_heads: 16,
+    num_kv_heads: 8,
+    head_dim: 128,
+};
+/// Timed runs of each measurement (the median is printed).
+const RUNS: usize = 5;
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// CPU seconds this thread has run (Linux; elsewhere wall seconds since the first call).
+fn thread_cpu_seconds() -> f64 {
+    #[cfg(target_os = "linux")]
+    {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: a valid out-pointer for this clock.
+        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        use std::sync::OnceLock;
+        use std::time::Instant;
+        static START: OnceLock<Instant> = OnceLock::new();
+        START.get_or_init(Instant::now).elapsed().as_secs_f64()
+    }
+}
+
+/// Median over `RUNS` of `work / CPU seconds of f`, after one untimed call.
+fn median_rate(work: f64, mut f: impl FnMut()) -> f64 {
+    f();
+    let mut rates: Vec<f64> = (0..RUNS)
+        .map(|_| {
+            let start = thread_cpu_seconds();
+            f();
+            work / (thread_cpu_seconds() - start)
+        })
+        .collect();
+    rates.sort_by(f64::total_cmp);
+    rates[RUNS / 2]
+}
+
+/// Deterministic values in [-1, 1).
+fn fill(seed: usize, out: &mut [f32]) {
+    let mut x = (seed as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    for v in out {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *v = (x >> 40) as f32 / (1u64 << 23) as f32 - 1.0;
+    }
+}
+
+fn layer(dtype: KvDtype, tokens: usize) -> KvLayer {
+    let row = SHAPE.num_kv_heads * SHAPE.head_dim;
+    let mut layer = KvLayer::new(dtype, SHAPE.num_kv_heads, SHAPE.head_dim).unwrap();
+    layer.reserve(tokens).unwrap();
+    let (mut k, mut v) = (vec![0.0; tokens * row], vec![0.0; tokens * row]);
+    fill(1, &mut k);
+    fill(2, &mut v);
+    layer.append(&k, &v).unwrap();
+    layer
+}
+
+fn main() {
+    // Everything on this thread: a one-thread pool runs its jobs inline in `install`.
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    let level = simd_level();
+    let offset = env_usize("GATTN_BENCH_CPU_OFFSET", 4096);
+    let n = env_usize("GATTN_BENCH_CPU_QUERIES", 128);
+    let dtypes = std::env::var("GATTN_BENCH_ATTN_DTYPES").unwrap_or_else(|_| "bf16,int8".into());
+    pool.install(|| {
+        let (instruction, flops_per_pass) = fma_peak_pass(level);
+        let peak = median_rate(flops_per_pass, || {
+            fma_peak_pass(level);
+        });
+        println!("{level}: f32 FMA peak ({instruction}) {:.1} GFLOP per CPU-second", peak / 1e9);
+        for name in dtypes.split(',') {
+            let dtype = match name.trim() {
+                "int8" => KvDtype::Int8,
+                "f32" => KvDtype::F32,
+                _ => KvDtype::Bf16,
+            };
+            let kv = layer(dtype, offset + n);
+            let q_row = SHAPE.num_heads * SHAPE.head_dim;
+            let mut q = vec![0.0; n * q_row];
+            fill(3, &mut q);
+            let mut out = vec![0.0; n * q_row];
+            let pairs: f64 = (0..n).map(|t| (offset + t + 1) as f64).sum();
+            let flops = 4.0 * SHAPE.head_dim as f64 * SHAPE.num_heads as f64 * pairs;
+            let call = |queries: &[f32], q_start: usize, n: usize| AttentionCall {
+                shape: SHAPE,
+                queries,
+                q_start,
+                n,
+                kv: &kv,
+                gate: GateScores::None,
+            };
+            let rate = median_rate(flops, || {
+                prefill(level, call(&q, offset, n), &mut out, None).unwrap();
+                black_box(&out);
+            });
+            println!(
+                "{level} {dtype}: prefill {n} queries after {offset}: {:.1} GFLOP per CPU-second, \
+                 {:.2} of the FMA peak",
+                rate / 1e9,
+                rate / peak
+            );
+            // K and V rows of every KV head (int8: with their f32 scales), as decode reads them.
+            let row_bytes = match dtype {
+                KvDtype::F32 => 4 * SHAPE.head_dim,
+                KvDtype::Bf16 => 2 * SHAPE.head_dim,
+                KvDtype::Int8 => SHAPE.head_dim + 4,
+            };
+            let kv_bytes = ((offset + 1) * 2 * SHAPE.num_kv_heads * row_bytes) as f64;
+            let mut scratch = DecodeScratch::default();
+            let mut one = vec![0.0; q_row];
+            let rate = median_rate(kv_bytes, || {
+                decode(level, call(&q[..q_row], offset, 1), &mut one, None, &mut scratch).unwrap();
+                black_box(&one);
+            });
+            println!(
+                "{level} {dtype}: decode after {offset}: {:.2} GB of K/V per CPU-second",
+                rate / 1e9
+            );
+        }
+    });
+}
