@@ -1,8 +1,10 @@
 """Prints the run-by-run pairs that interleave.sh wrote: llama.cpp's best (flash attention off or
 on) against gattn-cpu, with gattn-cpu's roofline ratios, and the median ratios.
 Usage: python3 interleave_table.py OUT_DIR"""
+import glob
 import json
 import os
+import re
 import statistics
 import sys
 
@@ -50,6 +52,29 @@ def main(out):
             _, ot, _, paired, bw = ours(os.path.join(out, f"ours-d4096-{kv}-{i}.json"))
             line += f" | {kv} KV {ot:.2f} ({ot / lt:.2f}x, probe {bw:.1f} GB/s, paired {paired:.2f})"
         print(line)
+    prefill_at_depth(out)
+
+
+def prefill_at_depth(out):
+    """PD_ROUNDS' pairs: llama.cpp's prefill after a real fill against gattn-cpu's after a synthetic
+    one, each gattn-cpu run against the llama.cpp run just before it (same FA setting)."""
+    pairs = {}
+    for path in sorted(glob.glob(os.path.join(out, "llama-p*-d*-fa*-*.json"))):
+        m = re.fullmatch(r"llama-(p\d+-d\d+)-fa(\d)-(\d+)\.json", os.path.basename(path))
+        if m:
+            pairs[(m[1], int(m[3]), m[2])] = llama(path)[0]
+    ratios = {}
+    for (pd, i, fa), lp in sorted(pairs.items()):
+        line = f"prefill {pd} round {i}: llama.cpp Q8_0 fa {fa} {lp:.2f}"
+        for kv in ["bf16", "int8"]:
+            path = os.path.join(out, f"ours-{pd}-fa{fa}-{kv}-{i}.json")
+            if os.path.exists(path):
+                op = ours(path)[0]
+                ratios.setdefault((pd, fa, kv), []).append(op / lp)
+                line += f" | int8 weights, {kv} KV {op:.2f} ({op / lp:.2f}x)"
+        print(line)
+    for (pd, fa, kv), r in sorted(ratios.items()):
+        print(f"prefill {pd} medians: {kv} KV against fa {fa}: {statistics.median(r):.2f}x ({len(r)} pairs)")
 
 
 if __name__ == "__main__":
