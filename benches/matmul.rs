@@ -1,6 +1,8 @@
 //! Linear-layer kernels on Qwen3-1.7B shapes, reported against this machine's limits measured in
 //! the same run: mat-vec as GB/s of weights streamed (ratio to the read-bandwidth probe), 512-token
-//! mat-mat as GFLOP/s (int8: ratio to a measured AVX512-VNNI peak, bf16: to an AVX512-BF16 one).
+//! mat-mat as GFLOP/s against the peak of what the kernel multiplies with, measured in the same run
+//! (int8: AVX512-VNNI `vpdpbusd`, else AVX2 `vpmaddubsw`+`vpmaddwd`; bf16: AVX512-BF16
+//! `vdpbf16ps`, else, widened to f32 on an AVX2 CPU, ymm FMA; f32: ymm FMA on an AVX2 CPU).
 //! 2 threads (rayon pool). Each shape also prints a "paired" line: the median ratio of 9
 //! alternations of one limit pass (bandwidth or peak) and one pass of the kernel.
 //!
@@ -164,6 +166,8 @@ impl Samples {
 /// each step `ops_per_step` ops (one multiply-add = 2 ops, as FLOP counts).
 #[derive(Clone, Copy)]
 struct PeakKernel {
+    /// The instruction(s) of one step, as the summary names them.
+    name: &'static str,
     ops_per_step: u64,
     chains: fn(u64) -> f32,
 }
@@ -173,21 +177,39 @@ const PEAK_STEPS: u64 = 20_000_000;
 const PAIRED_PEAK_STEPS: u64 = 5_000_000;
 
 impl PeakKernel {
-    /// The AVX512-VNNI `vpdpbusd` (64 u8 x i8 products) or AVX512-BF16 `vdpbf16ps` (32 bf16
-    /// products) kernel, where this CPU has it.
+    /// The kernel of what `format`'s mat-mat multiplies with on this CPU: AVX512-VNNI
+    /// `vpdpbusd` (64 u8 x i8 products) or AVX512-BF16 `vdpbf16ps` (32 bf16 products); without
+    /// them on an AVX2 CPU (no AVX-512F, whose gemm panels use zmm) AVX2 `vpmaddubsw` +
+    /// `vpmaddwd` (32 u8 x i8 products) and `vfmadd231ps` ymm (8 f32 products, bf16 weights
+    /// widened to f32). `None` elsewhere.
     fn of(format: Format) -> Option<PeakKernel> {
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::is_x86_feature_detected;
-            // SAFETY (both): each kernel runs only after its feature was detected.
+            let avx2 = is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma");
+            let avx512 = is_x86_feature_detected!("avx512f");
+            // SAFETY (all): each kernel runs only after its features were detected.
             match format {
                 Format::Int8 if is_x86_feature_detected!("avx512vnni") => Some(PeakKernel {
+                    name: "VNNI vpdpbusd",
                     ops_per_step: 64 * 2,
                     chains: |n| unsafe { vnni_chains(n) },
                 }),
                 Format::Bf16 if is_x86_feature_detected!("avx512bf16") => Some(PeakKernel {
+                    name: "BF16 vdpbf16ps",
                     ops_per_step: 32 * 2,
                     chains: |n| unsafe { bf16_chains(n) },
+                }),
+                // The AVX2 int8 kernels run at the AVX-512 level too (without VNNI).
+                Format::Int8 if avx2 => Some(PeakKernel {
+                    name: "AVX2 vpmaddubsw+vpmaddwd",
+                    ops_per_step: 32 * 2,
+                    chains: |n| unsafe { maddubs_chains(n) },
+                }),
+                Format::Bf16 | Format::F32 if avx2 && !avx512 => Some(PeakKernel {
+                    name: "AVX2 FMA ymm",
+                    ops_per_step: 8 * 2,
+                    chains: |n| unsafe { fma_ymm_chains(n) },
                 }),
                 _ => None,
             }
@@ -249,6 +271,50 @@ fn bf16_chains(iters: u64) -> f32 {
         .iter()
         .fold(_mm512_setzero_ps(), |s, c| _mm512_add_ps(s, *c));
     _mm512_reduce_add_ps(sum)
+}
+
+/// The AVX2 int8 step: `vpmaddubsw` (32 u8 x i8 products summed in pairs to i16) then
+/// `vpmaddwd` by ones (pairs to i32), as the AVX2 kernels do before adding to their
+/// accumulator. Each chain feeds its i32 result back as the next u8 operand (the operands
+/// must vary, or the pair would be hoisted out of the loop): 12 chains of 6 cycles' latency
+/// (3 + 3 on Zen 3) cover a pair per cycle.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn maddubs_chains(iters: u64) -> f32 {
+    use std::arch::x86_64::*;
+    let b = _mm256_set1_epi8(std::hint::black_box(-2));
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = [_mm256_set1_epi8(std::hint::black_box(3)); 12];
+    for _ in 0..iters {
+        for c in acc.iter_mut() {
+            *c = _mm256_madd_epi16(_mm256_maddubs_epi16(*c, b), ones);
+        }
+    }
+    let sum = acc
+        .iter()
+        .fold(_mm256_setzero_si256(), |s, c| _mm256_add_epi32(s, *c));
+    _mm256_extract_epi32::<0>(sum) as f32
+}
+
+/// 12 chains of `acc += 1e-3 * 1e-3` (`vfmadd231ps` ymm; 4 cycles' latency on 2 pipes needs 8).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn fma_ymm_chains(iters: u64) -> f32 {
+    use std::arch::x86_64::*;
+    let (a, b) = (
+        _mm256_set1_ps(std::hint::black_box(1e-3)),
+        _mm256_set1_ps(1e-3),
+    );
+    let mut acc = [_mm256_setzero_ps(); 12];
+    for _ in 0..iters {
+        for c in acc.iter_mut() {
+            *c = _mm256_fmadd_ps(a, b, *c);
+        }
+    }
+    let sum = acc
+        .iter()
+        .fold(_mm256_setzero_ps(), |s, c| _mm256_add_ps(s, *c));
+    _mm256_cvtss_f32(sum)
 }
 
 struct Summary {
@@ -346,19 +412,23 @@ fn bench_matvec(c: &mut Criterion, summary: &mut Summary) {
     group.finish();
 }
 
-/// The arithmetic peaks probed at the start (None: not on this CPU).
-struct Peaks {
-    vnni: Option<f64>,
-    bf16: Option<f64>,
-}
+/// The arithmetic peak of each format's mat-mat probed at the start: the kernel's name and GOP/s
+/// (None: no peak kernel for it on this CPU).
+struct Peaks([Option<(&'static str, f64)>; 3]);
+
+const PEAK_FORMATS: [Format; 3] = [Format::Int8, Format::Bf16, Format::F32];
 
 impl Peaks {
     fn measure() -> Peaks {
-        let median_of = |format| PeakKernel::of(format).map(PeakKernel::median_gops);
-        Peaks {
-            vnni: median_of(Format::Int8),
-            bf16: median_of(Format::Bf16),
-        }
+        Peaks(
+            PEAK_FORMATS.map(|format| {
+                PeakKernel::of(format).map(|kernel| (kernel.name, kernel.median_gops()))
+            }),
+        )
+    }
+
+    fn of(&self, format: Format) -> Option<(&'static str, f64)> {
+        self.0[PEAK_FORMATS.iter().position(|f| *f == format).unwrap()]
     }
 }
 
@@ -391,10 +461,9 @@ fn bench_matmat(c: &mut Criterion, summary: &mut Summary, peaks: &Peaks) {
                 continue;
             };
             let gflops = flops as f64 / secs / 1e9;
-            let ratio = match (format, peaks.vnni, peaks.bf16) {
-                (Format::Int8, Some(peak), _) => format!(" = {:.2} x VNNI peak", gflops / peak),
-                (Format::Bf16, _, Some(peak)) => format!(" = {:.2} x BF16 peak", gflops / peak),
-                _ => String::new(),
+            let ratio = match peaks.of(format) {
+                Some((name, peak)) => format!(" = {:.2} x {name} peak", gflops / peak),
+                None => String::new(),
             };
             summary.lines.push(format!(
                 "matmat {:4} 512 tok {name:36} {gflops:7.1} GFLOP/s{ratio}",
@@ -449,13 +518,13 @@ fn main() {
     eprintln!(
         "read bandwidth probe: {bw_before:.1} GB/s before, {bw_after:.1} GB/s after (mat-vec ratios use a probe taken right after each benchmark)"
     );
-    match peaks.vnni {
-        Some(p) => eprintln!("AVX512-VNNI peak probe: {p:.0} GOP/s"),
-        None => eprintln!("AVX512-VNNI peak probe: not available on this CPU"),
-    }
-    match peaks.bf16 {
-        Some(p) => eprintln!("AVX512-BF16 peak probe: {p:.0} GFLOP/s"),
-        None => eprintln!("AVX512-BF16 peak probe: not available on this CPU"),
+    for format in PEAK_FORMATS {
+        match peaks.of(format) {
+            Some((name, p)) => {
+                eprintln!("{} mat-mat peak probe: {name} {p:.0} GOP/s", format.name())
+            }
+            None => eprintln!("{} mat-mat peak probe: none on this CPU", format.name()),
+        }
     }
     for line in &summary.lines {
         eprintln!("{line}");

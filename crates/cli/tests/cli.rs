@@ -646,6 +646,30 @@ fn bench_times_the_prefill_on_top_of_the_depth_and_can_skip_the_decode() {
             .unwrap_or(f64::NAN);
         assert!(v.is_finite() && v > 0.0, "prefill.attention.{key} = {v}");
     }
+    // The peak of the instruction attention runs on, probed in the run, and the ratio to it
+    // (none at the scalar level only).
+    let attention = &json["prefill"]["attention"];
+    let instruction = attention["peak"]["instruction"].as_str();
+    let expected: &[&str] = match json["machine"]["simd"].as_str() {
+        Some("scalar") => &[],
+        Some("avx2") => &["vfmadd231ps ymm"],
+        Some("avx512") => &["vfmadd231ps zmm"],
+        // Tiles where the tiny model's head_dim suits the AMX prefill.
+        Some("avx512+amx") => &["tdpbf16ps", "vfmadd231ps zmm"],
+        Some("neon") => &["fmla .4s"],
+        other => panic!("machine.simd {other:?}"),
+    };
+    assert_eq!(instruction.is_some(), !expected.is_empty(), "{attention}");
+    if let Some(instruction) = instruction {
+        assert!(expected.contains(&instruction), "{attention}");
+        let peak = attention["peak"]["flops_per_second"].as_f64().unwrap();
+        let ratio = attention["ratio_to_peak"].as_f64().unwrap();
+        let rate = attention["flops_per_second"].as_f64().unwrap();
+        assert!(peak.is_finite() && peak > 0.0, "{attention}");
+        assert!((ratio - rate / peak).abs() <= 1e-9 * ratio, "{attention}");
+    } else {
+        assert!(attention["ratio_to_peak"].is_null(), "{attention}");
+    }
 
     // Prefill only: one line per chunk on stderr, no decode in the report.
     let o = gattn_cpu(&[

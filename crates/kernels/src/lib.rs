@@ -8,7 +8,8 @@
 //!   and dispatch kept apart).
 //! - `parallel`: the kernels' parallel loops, and the spinning team a decode step runs them on.
 //! - `bandwidth`: the read-bandwidth probe that speeds are reported against (the roofline);
-//!   `matrix_peak`: the bf16 tile / dot-product peak that attention's FLOP rate is reported against.
+//!   `matrix_peak`: the peak of the instruction attention multiplies with (AMX tiles or the
+//!   level's f32 FMA) that its FLOP rate is reported against.
 
 #![warn(clippy::undocumented_unsafe_blocks)]
 

@@ -1,39 +1,141 @@
-//! Peak probe of the bf16 dot-product units: how many bf16 multiply-adds per second this
-//! machine's matrix tiles (`tdpbf16ps` on AMX) or, without AMX, its AVX512-BF16 dot products
-//! (`vdpbf16ps`) retire, on operands that stay in registers.
+//! Peak probes of the arithmetic instructions the kernels run: how many FLOP per second this
+//! machine retires with one instruction, on operands that stay in registers, all threads of the
+//! current rayon pool together. The instructions: AMX bf16 tiles (`tdpbf16ps`), AVX512-BF16 dot
+//! products (`vdpbf16ps`), and f32 fused multiply-adds at each vector width (`vfmadd231ps` on
+//! ymm and zmm, NEON `fmla`).
 //!
-//! `gattn-cpu bench` reports attention's FLOP rate as a ratio to this figure, measured in the
-//! same run on the same threads, as decode is reported against the bandwidth probe.
+//! `gattn-cpu bench` reports attention's FLOP rate as a ratio to the peak of the instruction its
+//! prefill runs on ([`attention_prefill_peak`]), measured in the same run on the same threads, as
+//! decode is reported against the bandwidth probe.
 
 use std::time::Instant;
 
-use crate::KernelTable;
+use crate::attention::{KvDtype, prefill_uses_amx_tiles};
+use crate::{KernelTable, SimdLevel};
+
+/// An instruction the probe can measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeakInstruction {
+    /// AMX `tdpbf16ps`: 16 x 16 results of 32-term bf16 dot products.
+    AmxBf16Tile,
+    /// AVX512-BF16 `vdpbf16ps`: 16 lanes of 2-term bf16 dot products.
+    Avx512Bf16Dot,
+    /// AVX2 + FMA `vfmadd231ps` on ymm: 8 f32 lanes.
+    FmaYmm,
+    /// AVX-512F `vfmadd231ps` on zmm: 16 f32 lanes.
+    FmaZmm,
+    /// NEON `fmla` on `.4s`: 4 f32 lanes.
+    NeonFmla,
+}
+
+impl PeakInstruction {
+    pub const ALL: [PeakInstruction; 5] = [
+        PeakInstruction::AmxBf16Tile,
+        PeakInstruction::Avx512Bf16Dot,
+        PeakInstruction::FmaYmm,
+        PeakInstruction::FmaZmm,
+        PeakInstruction::NeonFmla,
+    ];
+
+    /// The name reports carry (`prefill.attention.peak.instruction` of `bench --json`).
+    pub fn name(self) -> &'static str {
+        match self {
+            PeakInstruction::AmxBf16Tile => "tdpbf16ps",
+            PeakInstruction::Avx512Bf16Dot => "vdpbf16ps",
+            PeakInstruction::FmaYmm => "vfmadd231ps ymm",
+            PeakInstruction::FmaZmm => "vfmadd231ps zmm",
+            PeakInstruction::NeonFmla => "fmla .4s",
+        }
+    }
+
+    /// FLOP of one instruction (a multiply-add counts 2).
+    fn flop(self) -> f64 {
+        match self {
+            PeakInstruction::AmxBf16Tile => 2.0 * 16.0 * 16.0 * 32.0,
+            PeakInstruction::Avx512Bf16Dot => 2.0 * 16.0 * 2.0,
+            PeakInstruction::FmaYmm => 2.0 * 8.0,
+            PeakInstruction::FmaZmm => 2.0 * 16.0,
+            PeakInstruction::NeonFmla => 2.0 * 4.0,
+        }
+    }
+
+    /// Instructions per pass and thread: enough that a pass (~5-15 ms) is long beside the
+    /// timer's resolution and the broadcast's start-up.
+    fn per_pass(self) -> usize {
+        match self {
+            PeakInstruction::AmxBf16Tile => 1 << 20,
+            PeakInstruction::Avx512Bf16Dot => 1 << 24,
+            PeakInstruction::FmaYmm | PeakInstruction::FmaZmm | PeakInstruction::NeonFmla => {
+                1 << 26
+            }
+        }
+    }
+
+    /// Can this process run it (the CPU has it, and for AMX the OS granted the tiles)?
+    pub fn is_available(self) -> bool {
+        match self {
+            PeakInstruction::AmxBf16Tile => KernelTable::get(SimdLevel::Avx512, true).is_some(),
+            PeakInstruction::Avx512Bf16Dot => {
+                SimdLevel::Avx512.is_supported() && crate::dispatch::cpu_features().avx512_bf16
+            }
+            PeakInstruction::FmaYmm => SimdLevel::Avx2.is_supported(),
+            PeakInstruction::FmaZmm => SimdLevel::Avx512.is_supported(),
+            PeakInstruction::NeonFmla => SimdLevel::Neon.is_supported(),
+        }
+    }
+
+    /// The f32 FMA at `level`'s vector width, what its generic (pulp) kernels multiply-add with
+    /// (`None` for the scalar level).
+    pub fn vector_fma(level: SimdLevel) -> Option<PeakInstruction> {
+        match level {
+            SimdLevel::Scalar => None,
+            SimdLevel::Avx2 => Some(PeakInstruction::FmaYmm),
+            SimdLevel::Avx512 => Some(PeakInstruction::FmaZmm),
+            SimdLevel::Neon => Some(PeakInstruction::NeonFmla),
+        }
+    }
+}
+
+/// The instruction attention's prefill runs its products on with `table`, a `dtype` cache and
+/// `head_dim`: AMX tiles where [`prefill_uses_amx_tiles`], else the f32 FMA of the table's level
+/// (the int8-KV score loop's `vpdpbusd` is not counted: V is summed with FMAs either way).
+/// `None` at the scalar level.
+pub fn attention_prefill_peak(
+    table: &KernelTable,
+    dtype: KvDtype,
+    head_dim: usize,
+) -> Option<PeakInstruction> {
+    if prefill_uses_amx_tiles(table, dtype, head_dim) {
+        return Some(PeakInstruction::AmxBf16Tile);
+    }
+    PeakInstruction::vector_fma(table.level())
+}
 
 /// The peak of one instruction on the current rayon pool.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MatrixPeak {
-    /// `tdpbf16ps` or `vdpbf16ps`.
-    pub instruction: &'static str,
+    pub instruction: PeakInstruction,
     /// Median over the passes, all threads together (a multiply-add counts 2).
     pub flops_per_second: f64,
 }
 
-/// Passes of the probe (the median is reported) and instructions per pass and thread: enough
-/// that a pass is long beside the timer's resolution and the broadcast's start-up.
+/// Passes of the probe (the median is reported).
 const PASSES: usize = 5;
-const TILE_PRODUCTS_PER_PASS: usize = 1 << 20;
-const VECTOR_PRODUCTS_PER_PASS: usize = 1 << 24;
 
-/// The bf16 peak of `table`'s instructions on every worker of the current rayon pool, or `None`
-/// where the table has neither AMX nor AVX512-BF16.
-pub fn measure_bf16_peak_in_current_pool(table: &KernelTable) -> Option<MatrixPeak> {
-    let (instruction, flops_per_thread) = pass_kind(table)?;
+/// The peak of `instruction` on every worker of the current rayon pool, or `None` where this
+/// process cannot run it.
+pub fn measure_peak_in_current_pool(instruction: PeakInstruction) -> Option<MatrixPeak> {
+    if !instruction.is_available() {
+        return None;
+    }
+    let flop_per_thread = instruction.flop() * instruction.per_pass() as f64;
     let threads = rayon::current_num_threads();
     let mut rates: Vec<f64> = (0..PASSES)
         .map(|_| {
             let start = Instant::now();
-            rayon::broadcast(|_| run_pass(instruction));
-            flops_per_thread * threads as f64 / start.elapsed().as_secs_f64()
+            // SAFETY: `is_available` checked the CPU (and the OS, for AMX) above.
+            rayon::broadcast(|_| unsafe { run_pass(instruction) });
+            flop_per_thread * threads as f64 / start.elapsed().as_secs_f64()
         })
         .collect();
     rates.sort_by(f64::total_cmp);
@@ -43,89 +145,141 @@ pub fn measure_bf16_peak_in_current_pool(table: &KernelTable) -> Option<MatrixPe
     })
 }
 
-/// Which instruction the probe runs with `table`, and the FLOP of one thread's pass.
-fn pass_kind(table: &KernelTable) -> Option<(&'static str, f64)> {
-    let level = table.level();
-    if !cfg!(target_arch = "x86_64") || !level.is_supported() {
-        return None;
-    }
-    if table.amx() {
-        // 16 x 16 results of 32-term dot products.
-        let flops = 2.0 * 16.0 * 16.0 * 32.0;
-        return Some(("tdpbf16ps", flops * TILE_PRODUCTS_PER_PASS as f64));
-    }
-    if level == crate::SimdLevel::Avx512 && crate::dispatch::cpu_features().avx512_bf16 {
-        // 16 lanes of 2-term dot products.
-        let flops = 2.0 * 16.0 * 2.0;
-        return Some(("vdpbf16ps", flops * VECTOR_PRODUCTS_PER_PASS as f64));
-    }
-    None
-}
-
-#[cfg(target_arch = "x86_64")]
-fn run_pass(instruction: &str) {
-    if instruction == "tdpbf16ps" {
-        // SAFETY: `pass_kind` returned the tile instruction only where AMX is usable.
-        unsafe { tile_pass() }
-    } else {
-        // SAFETY: `pass_kind` returned the vector instruction only where AVX512-BF16 is present.
-        unsafe { vector_pass() }
-    }
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn run_pass(_instruction: &str) {}
-
-/// Four independent accumulator tiles over two A and two B tiles (what the prefill
-/// microkernels do, without the loads).
-///
 /// # Safety
-/// AMX must be usable by this process.
-#[cfg(target_arch = "x86_64")]
-unsafe fn tile_pass() {
-    use crate::aligned::Aligned;
-    use crate::matmul::amx::tiles::Tiles;
-    // Small values (bf16 1/1024 pairs), so the sums stay normal numbers throughout.
-    let operand = Aligned([0x3a80_3a80u32; 256]);
-    // SAFETY: the caller's contract.
-    let tiles = unsafe { Tiles::configure() };
-    tiles.zero::<0>();
-    tiles.zero::<1>();
-    tiles.zero::<2>();
-    tiles.zero::<3>();
-    let ptr = operand.0.as_ptr().cast::<u8>();
-    // SAFETY: the operand is 16 rows of 64 bytes.
+/// `instruction.is_available()`.
+unsafe fn run_pass(instruction: PeakInstruction) {
+    let n = instruction.per_pass();
+    // SAFETY: the caller's contract: the instruction's features are present.
     unsafe {
-        tiles.load::<4>(ptr, 64);
-        tiles.load::<5>(ptr, 64);
-        tiles.load::<6>(ptr, 64);
-        tiles.load::<7>(ptr, 64);
-    }
-    for _ in 0..TILE_PRODUCTS_PER_PASS / 4 {
-        tiles.dot_bf16::<0, 4, 6>();
-        tiles.dot_bf16::<1, 4, 7>();
-        tiles.dot_bf16::<2, 5, 6>();
-        tiles.dot_bf16::<3, 5, 7>();
-    }
-}
-
-/// Eight independent accumulators (the instruction's latency over its throughput).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bf16")]
-fn vector_pass() {
-    use core::arch::x86_64::*;
-    let a: __m512bh = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-3), _mm512_set1_ps(1e-3));
-    let mut acc = [_mm512_setzero_ps(); 8];
-    for _ in 0..VECTOR_PRODUCTS_PER_PASS / 8 {
-        for x in acc.iter_mut() {
-            *x = _mm512_dpbf16_ps(*x, a, a);
+        match instruction {
+            #[cfg(target_arch = "x86_64")]
+            PeakInstruction::AmxBf16Tile => x86::tile_pass(n),
+            #[cfg(target_arch = "x86_64")]
+            PeakInstruction::Avx512Bf16Dot => x86::bf16_dot_pass(n),
+            #[cfg(target_arch = "x86_64")]
+            PeakInstruction::FmaYmm => x86::fma_ymm_pass(n),
+            #[cfg(target_arch = "x86_64")]
+            PeakInstruction::FmaZmm => x86::fma_zmm_pass(n),
+            #[cfg(target_arch = "aarch64")]
+            PeakInstruction::NeonFmla => neon::fmla_pass(n),
+            _ => unreachable!("{instruction:?} is not available on this architecture"),
         }
     }
-    let mut sum = _mm512_setzero_ps();
-    for x in acc {
-        sum = _mm512_add_ps(sum, x);
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use core::arch::x86_64::*;
+
+    /// Four independent accumulator tiles over two A and two B tiles (what the prefill
+    /// microkernels do, without the loads).
+    ///
+    /// # Safety
+    /// AMX must be usable by this process.
+    pub(super) unsafe fn tile_pass(n: usize) {
+        use crate::aligned::Aligned;
+        use crate::matmul::amx::tiles::Tiles;
+        // Small values (bf16 1/1024 pairs), so the sums stay normal numbers throughout.
+        let operand = Aligned([0x3a80_3a80u32; 256]);
+        // SAFETY: the caller's contract.
+        let tiles = unsafe { Tiles::configure() };
+        tiles.zero::<0>();
+        tiles.zero::<1>();
+        tiles.zero::<2>();
+        tiles.zero::<3>();
+        let ptr = operand.0.as_ptr().cast::<u8>();
+        // SAFETY: the operand is 16 rows of 64 bytes.
+        unsafe {
+            tiles.load::<4>(ptr, 64);
+            tiles.load::<5>(ptr, 64);
+            tiles.load::<6>(ptr, 64);
+            tiles.load::<7>(ptr, 64);
+        }
+        for _ in 0..n / 4 {
+            tiles.dot_bf16::<0, 4, 6>();
+            tiles.dot_bf16::<1, 4, 7>();
+            tiles.dot_bf16::<2, 5, 6>();
+            tiles.dot_bf16::<3, 5, 7>();
+        }
     }
-    std::hint::black_box(sum);
+
+    /// Eight independent accumulators (the instruction's latency over its throughput).
+    #[target_feature(enable = "avx512f,avx512bf16")]
+    pub(super) fn bf16_dot_pass(n: usize) {
+        let a: __m512bh = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-3), _mm512_set1_ps(1e-3));
+        let mut acc = [_mm512_setzero_ps(); 8];
+        for _ in 0..n / 8 {
+            for x in acc.iter_mut() {
+                *x = _mm512_dpbf16_ps(*x, a, a);
+            }
+        }
+        let mut sum = _mm512_setzero_ps();
+        for x in acc {
+            sum = _mm512_add_ps(sum, x);
+        }
+        std::hint::black_box(sum);
+    }
+
+    /// Independent FMA chains a core must keep in flight: latency x pipes. Zen 3/4 and Intel
+    /// cores since Skylake have 2 FMA pipes of 4 cycles' latency (8 chains); 12 covers a
+    /// 6-cycle latency and leaves 2 of AVX2's 16 registers for the operands.
+    const FMA_CHAINS: usize = 12;
+
+    /// `FMA_CHAINS` accumulators, each `acc += 1e-3 * 1e-3` (`vfmadd231ps`, the kernels' form;
+    /// the factor hidden from the compiler): the sums stay normal numbers of a few units, and
+    /// an FMA of one chain never waits for another.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn fma_ymm_pass(n: usize) {
+        let (a, b) = (
+            _mm256_set1_ps(std::hint::black_box(1e-3)),
+            _mm256_set1_ps(1e-3),
+        );
+        let mut acc = [_mm256_setzero_ps(); FMA_CHAINS];
+        for _ in 0..n / FMA_CHAINS {
+            for x in acc.iter_mut() {
+                *x = _mm256_fmadd_ps(a, b, *x);
+            }
+        }
+        std::hint::black_box(acc);
+    }
+
+    /// The same on zmm (AVX-512 has 32 registers: 12 chains fit with room to spare).
+    #[target_feature(enable = "avx512f")]
+    pub(super) fn fma_zmm_pass(n: usize) {
+        let (a, b) = (
+            _mm512_set1_ps(std::hint::black_box(1e-3)),
+            _mm512_set1_ps(1e-3),
+        );
+        let mut acc = [_mm512_setzero_ps(); FMA_CHAINS];
+        for _ in 0..n / FMA_CHAINS {
+            for x in acc.iter_mut() {
+                *x = _mm512_fmadd_ps(a, b, *x);
+            }
+        }
+        std::hint::black_box(acc);
+    }
+}
+
+#[cfg(target_arch = "aarch64")]
+mod neon {
+    use core::arch::aarch64::*;
+
+    /// 16 chains: cores such as Apple's have 4 FMA pipes of 4 cycles' latency; NEON has 32
+    /// registers.
+    const CHAINS: usize = 16;
+
+    /// As `fma_ymm_pass`, on 4 lanes.
+    #[target_feature(enable = "neon")]
+    pub(super) fn fmla_pass(n: usize) {
+        let (a, b) = (vdupq_n_f32(std::hint::black_box(1e-3)), vdupq_n_f32(1e-3));
+        let mut acc = [vdupq_n_f32(0.0); CHAINS];
+        for _ in 0..n / CHAINS {
+            for x in acc.iter_mut() {
+                *x = vfmaq_f32(*x, a, b);
+            }
+        }
+        std::hint::black_box(acc);
+    }
 }
 
 #[cfg(test)]
@@ -133,14 +287,53 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_probe_reports_a_positive_rate_where_it_runs() {
-        for table in KernelTable::all_supported() {
-            if let Some(peak) = measure_bf16_peak_in_current_pool(table) {
+    fn the_probe_reports_a_positive_rate_for_every_instruction_this_cpu_runs() {
+        for instruction in PeakInstruction::ALL {
+            let peak = measure_peak_in_current_pool(instruction);
+            assert_eq!(
+                peak.is_some(),
+                instruction.is_available(),
+                "{instruction:?}"
+            );
+            if let Some(peak) = peak {
                 assert!(
                     peak.flops_per_second.is_finite() && peak.flops_per_second > 0.0,
-                    "{table}: {peak:?}"
+                    "{peak:?}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn attention_is_reported_against_an_instruction_every_vector_table_can_run() {
+        for table in KernelTable::all_supported() {
+            for dtype in [KvDtype::F32, KvDtype::Bf16, KvDtype::Int8] {
+                let instruction = attention_prefill_peak(table, dtype, 128);
+                match table.level() {
+                    SimdLevel::Scalar => assert_eq!(instruction, None),
+                    _ => assert!(
+                        instruction.is_some_and(PeakInstruction::is_available),
+                        "{table} {dtype:?}: {instruction:?}"
+                    ),
+                }
+            }
+        }
+        #[cfg(target_arch = "x86_64")]
+        if let Some(avx2) = KernelTable::get(SimdLevel::Avx2, false) {
+            assert_eq!(
+                attention_prefill_peak(avx2, KvDtype::Bf16, 128),
+                Some(PeakInstruction::FmaYmm)
+            );
+        }
+        if let Some(amx) = KernelTable::get(SimdLevel::Avx512, true) {
+            assert_eq!(
+                attention_prefill_peak(amx, KvDtype::Bf16, 128),
+                Some(PeakInstruction::AmxBf16Tile)
+            );
+            assert_eq!(
+                attention_prefill_peak(amx, KvDtype::Int8, 128),
+                Some(PeakInstruction::FmaZmm)
+            );
         }
     }
 }

@@ -117,7 +117,7 @@ fn print_summary(dir: &str, r: &BenchReport) {
     if let Some(a) = &r.prefill.attention {
         let peak = match (&a.peak, a.ratio_to_peak) {
             (Some(peak), Some(ratio)) => format!(
-                "; {:.3} of the {} peak ({:.2} TFLOP/s, probed in this run)",
+                "; {:.3} of the {} peak ({:.3} TFLOP/s, probed in this run)",
                 ratio,
                 peak.instruction,
                 peak.flops_per_second / 1e12

@@ -1,12 +1,13 @@
 //! The attention share of a timed prefill: the fused kernel alone, timed on a cache of the model's
 //! shape and KV dtype holding `depth + prompt` synthetic rows, chunk by chunk at the positions the
-//! prefill had, and its FLOP rate against the bf16 matrix peak measured in the same run.
+//! prefill had, and its FLOP rate against the peak of the instruction the kernel multiplies with
+//! (AMX tiles, else the level's f32 FMA), measured in the same run.
 
 use std::time::Instant;
 
 use gattn_kernels::KernelTable;
 use gattn_kernels::attention::{self, AttentionCall, AttentionShape, GateScores, KvLayer};
-use gattn_kernels::matrix_peak::measure_bf16_peak_in_current_pool;
+use gattn_kernels::matrix_peak::{attention_prefill_peak, measure_peak_in_current_pool};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
@@ -25,7 +26,9 @@ pub struct AttentionRate {
     pub flops_per_second: f64,
     /// `seconds` / the median timed prefill.
     pub share_of_prefill: f64,
-    /// The bf16 peak of the level's dot-product instruction (none without AMX or AVX512-BF16).
+    /// The peak of the instruction this attention runs on: `tdpbf16ps` where its prefill uses
+    /// AMX tiles, else the level's f32 FMA (`vfmadd231ps ymm` / `zmm`, `fmla .4s`); none at
+    /// the scalar level.
     pub peak: Option<PeakReport>,
     /// `flops_per_second` / the peak.
     pub ratio_to_peak: Option<f64>,
@@ -33,6 +36,7 @@ pub struct AttentionRate {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct PeakReport {
+    /// [`gattn_kernels::matrix_peak::PeakInstruction::name`].
     pub instruction: &'static str,
     pub flops_per_second: f64,
 }
@@ -99,10 +103,12 @@ pub fn measure_attention(
     let seconds = Spread::of(&seconds).median * layers;
     let flop = attention_flop_per_layer(shape, depth, prompt) * layers;
     let flops_per_second = flop / seconds;
-    let peak = measure_bf16_peak_in_current_pool(table).map(|p| PeakReport {
-        instruction: p.instruction,
-        flops_per_second: p.flops_per_second,
-    });
+    let peak = attention_prefill_peak(table, model.kv_dtype, shape.head_dim)
+        .and_then(measure_peak_in_current_pool)
+        .map(|p| PeakReport {
+            instruction: p.instruction.name(),
+            flops_per_second: p.flops_per_second,
+        });
     Ok(AttentionRate {
         flop,
         seconds,
