@@ -6,12 +6,13 @@
 # `run` runs BIN ruler -m builtin:elementwise --tasks niah_single_1,niah_single_2,niah_multikey_2,vt
 # --lengths 32K -n 1 --rope-scaling yarn:32 -t THREADS (default 1) under /usr/bin/time -v, with
 # `uptime` before and after, into OUT; OUT.timing.txt keeps the binary's SHA-256, the loads and
-# time's report. Overrides for a quick test: RULER_MODEL, RULER_TASKS, RULER_LENGTH,
-# RULER_SCALING, RULER_SAMPLES. `compare` exits 0 when both runs hold the same samples with the
-# same prompts and the same predictions, 1 otherwise (each differing sample is named).
+# time's report. Overrides (a quick test, another plan): RULER_MODEL, RULER_TASKS, RULER_LENGTH,
+# RULER_SCALING, RULER_SAMPLES, RULER_EXTRA (more ruler flags, e.g. "--shard 1/2"). `compare`
+# exits 0 when both runs hold the same samples with the same prompts and the same predictions,
+# 1 otherwise (each differing sample is named).
 set -euo pipefail
 
-usage() { sed -n '2,11p' "$0" >&2; exit 2; }
+usage() { sed -n '2,12p' "$0" >&2; exit 2; }
 
 run() {
     local bin=$1 out=$2 threads=${3:-1}
@@ -22,6 +23,8 @@ run() {
         --tasks "${RULER_TASKS:-niah_single_1,niah_single_2,niah_multikey_2,vt}"
         --lengths "${RULER_LENGTH:-32K}" -n "${RULER_SAMPLES:-1}"
         --rope-scaling "${RULER_SCALING:-yarn:32}" -t "$threads" --no-progress --out "$out")
+    # shellcheck disable=SC2206 # RULER_EXTRA is a list of flags
+    cmd+=(${RULER_EXTRA:-})
     local timing=$out.timing.txt
     {
         echo "command: ${cmd[*]}"
