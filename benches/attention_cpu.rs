@@ -15,7 +15,7 @@ use gattn_kernels::attention::{
     AttentionCall, AttentionShape, DecodeScratch, GateScores, KvDtype, KvLayer, decode, prefill,
 };
 use gattn_kernels::dispatch::simd_level;
-use gattn_kernels::matrix_peak::fma_peak_pass;
+use gattn_kernels::matrix_peak::{PeakInstruction, run_one_pass};
 use std::hint::black_box;
 
 const SHAPE: AttentionShape = AttentionShape {
@@ -90,6 +90,17 @@ fn layer(dtype: KvDtype, tokens: usize) -> KvLayer {
     layer
 }
 
+fn call<'a>(kv: &'a KvLayer, queries: &'a [f32], q_start: usize, n: usize) -> AttentionCall<'a> {
+    AttentionCall {
+        shape: SHAPE,
+        queries,
+        q_start,
+        n,
+        kv,
+        gate: GateScores::None,
+    }
+}
+
 fn main() {
     // Everything on this thread: a one-thread pool runs its jobs inline in `install`.
     let pool = rayon::ThreadPoolBuilder::new()
@@ -101,11 +112,18 @@ fn main() {
     let n = env_usize("GATTN_BENCH_CPU_QUERIES", 128);
     let dtypes = std::env::var("GATTN_BENCH_ATTN_DTYPES").unwrap_or_else(|_| "bf16,int8".into());
     pool.install(|| {
-        let (instruction, flops_per_pass) = fma_peak_pass(level);
-        let peak = median_rate(flops_per_pass, || {
-            fma_peak_pass(level);
+        // The scalar level has no FMA probe: its ratios are left out (NaN).
+        let fma = PeakInstruction::vector_fma(level);
+        let peak = fma.and_then(run_one_pass).map_or(f64::NAN, |flop| {
+            median_rate(flop, || {
+                fma.and_then(run_one_pass);
+            })
         });
-        println!("{level}: f32 FMA peak ({instruction}) {:.1} GFLOP per CPU-second", peak / 1e9);
+        let name = fma.map_or("none", PeakInstruction::name);
+        println!(
+            "{level}: f32 FMA peak ({name}) {:.1} GFLOP per CPU-second",
+            peak / 1e9
+        );
         for name in dtypes.split(',') {
             let dtype = match name.trim() {
                 "int8" => KvDtype::Int8,
@@ -119,16 +137,8 @@ fn main() {
             let mut out = vec![0.0; n * q_row];
             let pairs: f64 = (0..n).map(|t| (offset + t + 1) as f64).sum();
             let flops = 4.0 * SHAPE.head_dim as f64 * SHAPE.num_heads as f64 * pairs;
-            let call = |queries: &[f32], q_start: usize, n: usize| AttentionCall {
-                shape: SHAPE,
-                queries,
-                q_start,
-                n,
-                kv: &kv,
-                gate: GateScores::None,
-            };
             let rate = median_rate(flops, || {
-                prefill(level, call(&q, offset, n), &mut out, None).unwrap();
+                prefill(level, call(&kv, &q, offset, n), &mut out, None).unwrap();
                 black_box(&out);
             });
             println!(
@@ -147,7 +157,8 @@ fn main() {
             let mut scratch = DecodeScratch::default();
             let mut one = vec![0.0; q_row];
             let rate = median_rate(kv_bytes, || {
-                decode(level, call(&q[..q_row], offset, 1), &mut one, None, &mut scratch).unwrap();
+                let one_query = call(&kv, &q[..q_row], offset, 1);
+                decode(level, one_query, &mut one, None, &mut scratch).unwrap();
                 black_box(&one);
             });
             println!(

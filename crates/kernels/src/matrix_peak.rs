@@ -145,6 +145,17 @@ pub fn measure_peak_in_current_pool(instruction: PeakInstruction) -> Option<Matr
     })
 }
 
+/// One pass of `instruction` on the calling thread, returning its FLOP (`None` where this
+/// process cannot run it): for callers that time passes themselves, e.g. in CPU seconds.
+pub fn run_one_pass(instruction: PeakInstruction) -> Option<f64> {
+    if !instruction.is_available() {
+        return None;
+    }
+    // SAFETY: `is_available` checked the CPU (and the OS, for AMX) above.
+    unsafe { run_pass(instruction) };
+    Some(instruction.flop() * instruction.per_pass() as f64)
+}
+
 /// # Safety
 /// `instruction.is_available()`.
 unsafe fn run_pass(instruction: PeakInstruction) {
