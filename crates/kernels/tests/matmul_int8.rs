@@ -32,6 +32,24 @@ proptest! {
         check_int8(m, k, n, seed)?;
     }
 
+    /// The AVX2 tile kernel's tails: tokens not a multiple of its 4-token tile (the last tile
+    /// runs a narrower kernel), n not a multiple of the 16-row group (zero rows past n), k not a
+    /// multiple of the 64-value block (zero-padded last block); several column jobs (n > 32).
+    #[test]
+    fn int8_avx2_tiles_with_tails(
+        tiles in 0usize..=7,
+        extra_tokens in 1usize..=3,
+        groups in 0usize..=6,
+        extra_rows in 1usize..=15,
+        blocks in 0usize..=4,
+        extra_k in 1usize..=63,
+        seed: u64,
+    ) {
+        let m = (4 * tiles + extra_tokens).max(2);
+        let (n, k) = (16 * groups + extra_rows, 64 * blocks + extra_k);
+        check_int8(m, k, n, seed)?;
+    }
+
     #[test]
     fn weight_quantization_error_is_within_half_a_scale(n in 1usize..40, k in 1usize..200, seed: u64) {
         let w = values(n * k, 2.0, &mut rng(seed));

@@ -323,10 +323,7 @@ impl KernelTable {
                 float::matmat_gemm_job::<half::bf16>,
             ),
             int8_matvec: entry("avx2 vpmaddubsw", int8::matvec_job::<int8::DotAvx2>),
-            int8_matmat: entry(
-                "avx2 vpmaddubsw, token by token",
-                int8::matmat_groups_job::<int8::DotAvx2>,
-            ),
+            int8_matmat: entry("avx2 vpmaddubsw, 4 x 16 tiles", int8::matmat_avx2_job),
             quantize_row: entry("avx2", quantize::quantize_row_avx2),
             kv_encode_row: entry("avx2", kv_encode::encode_row_avx2),
             int8_kv_scores: entry("key bytes widened to f32", None),

@@ -11,6 +11,8 @@ mod scalar;
 #[cfg(target_arch = "x86_64")]
 mod microkernel_avx2;
 #[cfg(target_arch = "x86_64")]
+mod microkernel_avx2_tile;
+#[cfg(target_arch = "x86_64")]
 mod microkernel_avx512;
 #[cfg(target_arch = "aarch64")]
 mod microkernel_neon;
@@ -27,6 +29,12 @@ pub(crate) const TILE_TOKENS: usize = 6;
 /// Row groups per AVX-512 microkernel tile (2 x 16 = 32 output rows).
 #[cfg(target_arch = "x86_64")]
 const TILE_GROUPS: usize = 2;
+
+/// Tokens per AVX2 microkernel tile (of one row group): `2 * 4` i32 sums, 2 prepared weight
+/// vectors and 4 broadcast activations fit the 16 ymm registers. 3, 5 and 6 tokens, and 2 or
+/// 3 tokens by 2 row groups, measured slower on a Zen 3 (docs/performance.md).
+#[cfg(target_arch = "x86_64")]
+const AVX2_TILE_TOKENS: usize = 4;
 
 /// The row-group kernel of one ISA: the 16 outputs of one row group for one token.
 pub(crate) trait GroupDot {
@@ -215,6 +223,72 @@ pub(crate) unsafe fn matmat_vnni_job(
                 }
                 g += 1;
             }
+        }
+    }
+}
+
+/// The mat-mat job on AVX2 tiles of [`AVX2_TILE_TOKENS`] tokens by one row group (table
+/// entry): token tile after token tile, each against every row group of the job (the job's
+/// weights stay in L2 across token tiles). The last token tile runs a narrower kernel, so the
+/// activations need no padding.
+///
+/// # Safety
+/// The CPU has AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+pub(crate) unsafe fn matmat_avx2_job(
+    w: &WeightMatrix<'_>,
+    input: &Inputs<'_>,
+    col0: usize,
+    out: &mut ColumnBlock<'_>,
+) {
+    const {
+        assert!(
+            AVX2_TILE_TOKENS == 4,
+            "one tail kernel below per narrower width"
+        )
+    };
+    let (w, x) = operands(w, input);
+    debug_assert_eq!(col0 % ROWS, 0);
+    let mut tok0 = 0;
+    while tok0 < x.m {
+        let live = AVX2_TILE_TOKENS.min(x.m - tok0);
+        // SAFETY: AVX2 and FMA are present (the caller's contract).
+        unsafe {
+            match live {
+                1 => avx2_token_tile::<1>(w, x, tok0, col0, out),
+                2 => avx2_token_tile::<2>(w, x, tok0, col0, out),
+                3 => avx2_token_tile::<3>(w, x, tok0, col0, out),
+                _ => avx2_token_tile::<AVX2_TILE_TOKENS>(w, x, tok0, col0, out),
+            }
+        }
+        tok0 += live;
+    }
+}
+
+/// Tokens `tok0 .. tok0 + MR` against every row group of the job's columns (`col0 ..`).
+///
+/// # Safety
+/// The CPU has AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn avx2_token_tile<const MR: usize>(
+    w: &Q8Matrix<'_>,
+    x: &Q8Activations,
+    tok0: usize,
+    col0: usize,
+    out: &mut ColumnBlock<'_>,
+) {
+    for g in col0 / ROWS..(col0 + out.cols()).div_ceil(ROWS) {
+        let (packed, scales) = w.group(g);
+        let mut tile = [[0.0f32; ROWS]; MR];
+        // SAFETY: the caller's contract (AVX2 and FMA).
+        unsafe {
+            microkernel_avx2_tile::tile::<MR>(
+                packed, scales, &x.qs, &x.scales, x.nb, tok0, &mut tile,
+            )
+        };
+        for (i, values) in tile.iter().enumerate() {
+            store(out, tok0 + i, g * ROWS - col0, values);
         }
     }
 }
