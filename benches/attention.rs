@@ -10,7 +10,7 @@
 //! noisy machine. `GATTN_BENCH_ATTN_DTYPES=bf16,int8,f32` picks dtypes (default bf16,int8).
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use gattn_benches::median_seconds;
+use gattn_benches::{attention_dtypes, fill, kv_layer, median_seconds};
 use gattn_kernels::attention::{
     AttentionCall, AttentionShape, DecodeScratch, GateScores, KvDtype, KvLayer, decode, prefill,
 };
@@ -26,40 +26,8 @@ const SHAPE: AttentionShape = AttentionShape {
 };
 const THREADS: usize = 2;
 
-/// Deterministic values in [-1, 1) without an RNG over hundreds of millions of elements.
-fn fill(seed: usize, out: &mut [f32]) {
-    let mut x = (seed as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    for v in out {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        *v = (x >> 40) as f32 / (1u64 << 23) as f32 - 1.0;
-    }
-}
-
 fn layer(dtype: KvDtype, tokens: usize) -> KvLayer {
-    let row = SHAPE.num_kv_heads * SHAPE.head_dim;
-    let mut layer = KvLayer::new(dtype, SHAPE.num_kv_heads, SHAPE.head_dim).unwrap();
-    layer.reserve(tokens).unwrap();
-    let chunk = 1024;
-    let (mut k, mut v) = (vec![0.0; chunk * row], vec![0.0; chunk * row]);
-    let mut done = 0;
-    while done < tokens {
-        let n = chunk.min(tokens - done);
-        fill(2 * done + 1, &mut k[..n * row]);
-        fill(2 * done + 2, &mut v[..n * row]);
-        layer.append(&k[..n * row], &v[..n * row]).unwrap();
-        done += n;
-    }
-    layer
-}
-
-fn dtypes() -> Vec<KvDtype> {
-    std::env::var("GATTN_BENCH_ATTN_DTYPES")
-        .unwrap_or_else(|_| "bf16,int8".into())
-        .split(',')
-        .filter_map(KvDtype::parse)
-        .collect()
+    kv_layer(dtype, SHAPE, tokens)
 }
 
 /// `GATTN_BENCH_ATTN_ONLY=decode,gate,prefill` runs only those parts (default: all).
@@ -92,7 +60,7 @@ fn bench_decode(c: &mut Criterion) {
         .sample_size(10)
         .warm_up_time(Duration::from_millis(300))
         .measurement_time(Duration::from_secs(2));
-    for dtype in dtypes() {
+    for dtype in attention_dtypes() {
         for tokens in [1024usize, 8192, 32768, 131072] {
             let kv = layer(dtype, tokens);
             let bytes = (tokens * kv.bytes_per_token()) as f64;

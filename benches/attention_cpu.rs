@@ -11,6 +11,7 @@
 //! `cargo bench -p gattn-benches --bench attention_cpu`; `GATTN_BENCH_ATTN_DTYPES=bf16,int8,f32`
 //! picks the caches, `GATTN_SIMD` the level.
 
+use gattn_benches::{attention_dtypes, fill, kv_layer};
 use gattn_kernels::attention::{
     AttentionCall, AttentionShape, DecodeScratch, GateScores, KvDtype, KvLayer, decode, prefill,
 };
@@ -68,28 +69,6 @@ fn median_rate(work: f64, mut f: impl FnMut()) -> f64 {
     rates[RUNS / 2]
 }
 
-/// Deterministic values in [-1, 1).
-fn fill(seed: usize, out: &mut [f32]) {
-    let mut x = (seed as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    for v in out {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        *v = (x >> 40) as f32 / (1u64 << 23) as f32 - 1.0;
-    }
-}
-
-fn layer(dtype: KvDtype, tokens: usize) -> KvLayer {
-    let row = SHAPE.num_kv_heads * SHAPE.head_dim;
-    let mut layer = KvLayer::new(dtype, SHAPE.num_kv_heads, SHAPE.head_dim).unwrap();
-    layer.reserve(tokens).unwrap();
-    let (mut k, mut v) = (vec![0.0; tokens * row], vec![0.0; tokens * row]);
-    fill(1, &mut k);
-    fill(2, &mut v);
-    layer.append(&k, &v).unwrap();
-    layer
-}
-
 fn call<'a>(kv: &'a KvLayer, queries: &'a [f32], q_start: usize, n: usize) -> AttentionCall<'a> {
     AttentionCall {
         shape: SHAPE,
@@ -110,7 +89,6 @@ fn main() {
     let level = simd_level();
     let offset = env_usize("GATTN_BENCH_CPU_OFFSET", 4096);
     let n = env_usize("GATTN_BENCH_CPU_QUERIES", 128);
-    let dtypes = std::env::var("GATTN_BENCH_ATTN_DTYPES").unwrap_or_else(|_| "bf16,int8".into());
     pool.install(|| {
         // The scalar level has no FMA probe: its ratios are left out (NaN).
         let fma = PeakInstruction::vector_fma(level);
@@ -124,13 +102,8 @@ fn main() {
             "{level}: f32 FMA peak ({name}) {:.1} GFLOP per CPU-second",
             peak / 1e9
         );
-        for name in dtypes.split(',') {
-            let dtype = match name.trim() {
-                "int8" => KvDtype::Int8,
-                "f32" => KvDtype::F32,
-                _ => KvDtype::Bf16,
-            };
-            let kv = layer(dtype, offset + n);
+        for dtype in attention_dtypes() {
+            let kv = kv_layer(dtype, SHAPE, offset + n);
             let q_row = SHAPE.num_heads * SHAPE.head_dim;
             let mut q = vec![0.0; n * q_row];
             fill(3, &mut q);

@@ -75,3 +75,47 @@ impl<'m> DecodeAtDepth<'m> {
         gattn_model::bench::DecodeTraffic::of_decode(self.model, self.depth, 1)
     }
 }
+
+/// Deterministic values in [-1, 1) without an RNG over hundreds of millions of elements.
+pub fn fill(seed: usize, out: &mut [f32]) {
+    let mut x = (seed as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    for v in out {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *v = (x >> 40) as f32 / (1u64 << 23) as f32 - 1.0;
+    }
+}
+
+/// One layer's KV cache of `shape` holding `tokens` rows of [`fill`]ed keys and values, appended
+/// 1024 tokens at a time.
+pub fn kv_layer(
+    dtype: gattn_kernels::attention::KvDtype,
+    shape: gattn_kernels::attention::AttentionShape,
+    tokens: usize,
+) -> gattn_kernels::attention::KvLayer {
+    let row = shape.num_kv_heads * shape.head_dim;
+    let mut layer =
+        gattn_kernels::attention::KvLayer::new(dtype, shape.num_kv_heads, shape.head_dim).unwrap();
+    layer.reserve(tokens).unwrap();
+    let chunk = 1024;
+    let (mut k, mut v) = (vec![0.0; chunk * row], vec![0.0; chunk * row]);
+    let mut done = 0;
+    while done < tokens {
+        let n = chunk.min(tokens - done);
+        fill(2 * done + 1, &mut k[..n * row]);
+        fill(2 * done + 2, &mut v[..n * row]);
+        layer.append(&k[..n * row], &v[..n * row]).unwrap();
+        done += n;
+    }
+    layer
+}
+
+/// The KV dtypes `GATTN_BENCH_ATTN_DTYPES` names (default bf16,int8).
+pub fn attention_dtypes() -> Vec<gattn_kernels::attention::KvDtype> {
+    std::env::var("GATTN_BENCH_ATTN_DTYPES")
+        .unwrap_or_else(|_| "bf16,int8".into())
+        .split(',')
+        .filter_map(gattn_kernels::attention::KvDtype::parse)
+        .collect()
+}

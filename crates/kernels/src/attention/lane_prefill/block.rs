@@ -13,7 +13,7 @@
 
 use pulp::{Simd, WithSimd};
 
-use super::product::{Broadcast, lane_product};
+use super::product::{Broadcast, product};
 use crate::attention::int8_queries::Int8Queries;
 use crate::attention::kv::{KvDtype, KvHeadView};
 use crate::attention::microkernel::{Bf16Words, F32Words, Int8Words, WordFormat, load_block};
@@ -329,24 +329,5 @@ impl<S: Simd> Lanes<S> {
             row_words,
             elems_per_word,
         }
-    }
-}
-
-/// [`lane_product`] with the register tile of this width: `BLOCK_ROWS / L` row registers by
-/// as many columns as leave registers for the operands (16 on x86-64 AVX2, 32 on AVX-512/NEON).
-#[inline(always)]
-fn product<S: Simd>(
-    simd: S,
-    a: &[S::f32s],
-    b: Broadcast<'_>,
-    c: &mut [S::f32s],
-    cols: usize,
-    depth: usize,
-) {
-    match S::F32_LANES {
-        16 => lane_product::<S, 2, 6>(simd, a, b, c, cols, depth),
-        8 => lane_product::<S, 4, 3>(simd, a, b, c, cols, depth),
-        4 => lane_product::<S, 8, 3>(simd, a, b, c, cols, depth),
-        _ => lane_product::<S, 32, 1>(simd, a, b, c, cols, depth),
     }
 }

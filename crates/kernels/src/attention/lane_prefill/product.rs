@@ -18,11 +18,11 @@ pub(super) struct Broadcast<'a> {
 }
 
 /// `c[col * RV + v] += sum_{k < depth} a[k * RV + v] * b(k, col)` for every `col < cols`, in
-/// tiles of `NC` columns (then single columns for the rest).
+/// tiles of `NC` columns (then single columns for the rest). [`product`] picks `RV` and `NC`.
 ///
 /// Panics if `a`, `b` or `c` is too short for `depth` and `cols`.
 #[inline(always)]
-pub(super) fn lane_product<S: Simd, const RV: usize, const NC: usize>(
+fn lane_product<S: Simd, const RV: usize, const NC: usize>(
     simd: S,
     a: &[S::f32s],
     b: Broadcast<'_>,
@@ -45,6 +45,26 @@ pub(super) fn lane_product<S: Simd, const RV: usize, const NC: usize>(
         // SAFETY: as above.
         unsafe { tile::<S, RV, 1>(simd, a, b, c, col, depth) };
         col += 1;
+    }
+}
+
+/// [`lane_product`] with the register tile of this width: `BLOCK_ROWS / L` row registers by
+/// as many columns as leave registers for the operands (16 on x86-64 AVX2, 32 on AVX-512/NEON).
+#[inline(always)]
+pub(super) fn product<S: Simd>(
+    simd: S,
+    a: &[S::f32s],
+    b: Broadcast<'_>,
+    c: &mut [S::f32s],
+    cols: usize,
+    depth: usize,
+) {
+    match S::F32_LANES {
+        16 => lane_product::<S, 2, 6>(simd, a, b, c, cols, depth),
+        8 => lane_product::<S, 4, 3>(simd, a, b, c, cols, depth),
+        4 => lane_product::<S, 8, 3>(simd, a, b, c, cols, depth),
+        1 => lane_product::<S, 32, 1>(simd, a, b, c, cols, depth),
+        lanes => unreachable!("no register tile for {lanes} lanes"),
     }
 }
 
@@ -121,12 +141,7 @@ mod tests {
                 .map(|chunk| S::as_simd_f32s(chunk).0[0])
                 .collect();
             let mut c = vec![simd.splat_f32s(1.0); self.cols * 32 / lanes];
-            match lanes {
-                16 => lane_product::<S, 2, 6>(simd, &a, self.b, &mut c, self.cols, self.depth),
-                8 => lane_product::<S, 4, 3>(simd, &a, self.b, &mut c, self.cols, self.depth),
-                4 => lane_product::<S, 8, 3>(simd, &a, self.b, &mut c, self.cols, self.depth),
-                _ => lane_product::<S, 32, 1>(simd, &a, self.b, &mut c, self.cols, self.depth),
-            }
+            product(simd, &a, self.b, &mut c, self.cols, self.depth);
             bytemuck::cast_slice(&c).to_vec()
         }
     }
