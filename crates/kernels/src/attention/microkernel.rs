@@ -113,7 +113,7 @@ pub(crate) fn dot_rows<S: Simd, F: WordFormat, const R: usize>(
     // Two accumulators per row so consecutive FMAs do not wait on each other.
     let mut acc = [[fixed_sum::zeros(simd); 2]; R];
     // `part` runs in an inner loop of constant length so that it indexes the accumulators with
-    // constants: a runtime index kept all 16 logical registers in memory (15x slower on AVX2).
+    // constants: a runtime index kept all 16 logical registers in memory (docs/performance.md).
     for logical in 0..blocks.div_ceil(regs) {
         for part in 0..regs {
             let b = logical * regs + part;
