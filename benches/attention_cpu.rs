@@ -4,19 +4,21 @@
 //!
 //! One layer of the Qwen3-1.7B shape (16 heads, 8 KV heads, head_dim 128):
 //! - prefill of `GATTN_BENCH_CPU_QUERIES` (128) queries after `GATTN_BENCH_CPU_OFFSET` (4096)
-//!   cached keys: GFLOP per CPU-second (4 * head_dim FLOP per query-key pair) and its ratio to
-//!   the peak;
+//!   cached keys: GFLOP per CPU-second (4 * head_dim FLOP per query-key pair), its ratio to the
+//!   f32 FMA peak and to the peak of the instruction prefill runs on for that cache
+//!   (`matrix_peak::attention_prefill_peak`: `vdpbf16ps` for bf16 where the CPU has it);
 //! - decode of one query after the same offset: GB of K/V read per CPU-second.
 //!
 //! `cargo bench -p gattn-benches --bench attention_cpu`; `GATTN_BENCH_ATTN_DTYPES=bf16,int8,f32`
 //! picks the caches, `GATTN_SIMD` the level.
 
 use gattn_benches::{attention_dtypes, fill, kv_layer};
+use gattn_kernels::KernelTable;
 use gattn_kernels::attention::{
     AttentionCall, AttentionShape, DecodeScratch, GateScores, KvDtype, KvLayer, decode, prefill,
 };
 use gattn_kernels::dispatch::simd_level;
-use gattn_kernels::matrix_peak::{PeakInstruction, run_one_pass};
+use gattn_kernels::matrix_peak::{PeakInstruction, attention_prefill_peak, run_one_pass};
 use std::hint::black_box;
 
 const SHAPE: AttentionShape = AttentionShape {
@@ -89,14 +91,18 @@ fn main() {
     let level = simd_level();
     let offset = env_usize("GATTN_BENCH_CPU_OFFSET", 4096);
     let n = env_usize("GATTN_BENCH_CPU_QUERIES", 128);
+    let table = KernelTable::of_level(level).expect("the level in use is supported");
     pool.install(|| {
         // The scalar level has no FMA probe: its ratios are left out (NaN).
-        let fma = PeakInstruction::vector_fma(level);
-        let peak = fma.and_then(run_one_pass).map_or(f64::NAN, |flop| {
-            median_rate(flop, || {
-                fma.and_then(run_one_pass);
+        let peak_of = |instruction: Option<PeakInstruction>| {
+            instruction.and_then(run_one_pass).map_or(f64::NAN, |flop| {
+                median_rate(flop, || {
+                    instruction.and_then(run_one_pass);
+                })
             })
-        });
+        };
+        let fma = PeakInstruction::vector_fma(level);
+        let peak = peak_of(fma);
         let name = fma.map_or("none", PeakInstruction::name);
         println!(
             "{level}: f32 FMA peak ({name}) {:.1} GFLOP per CPU-second",
@@ -120,6 +126,16 @@ fn main() {
                 rate / 1e9,
                 rate / peak
             );
+            let own = attention_prefill_peak(table, dtype, SHAPE.head_dim);
+            if own.is_some() && own != fma {
+                let own_peak = peak_of(own);
+                println!(
+                    "{level} {dtype}: {:.2} of the {} peak ({:.1} GFLOP per CPU-second)",
+                    rate / own_peak,
+                    own.map_or("none", PeakInstruction::name),
+                    own_peak / 1e9
+                );
+            }
             // K and V rows of every KV head (int8: with their f32 scales), as decode reads them.
             let row_bytes = match dtype {
                 KvDtype::F32 => 4 * SHAPE.head_dim,

@@ -97,9 +97,10 @@ impl PeakInstruction {
 }
 
 /// The instruction attention's prefill runs its products on with `table`, a `dtype` cache and
-/// `head_dim`: AMX tiles where [`prefill_uses_amx_tiles`], else the f32 FMA of the table's level
-/// (the int8-KV score loop's `vpdpbusd` is not counted: V is summed with FMAs either way).
-/// `None` at the scalar level.
+/// `head_dim`: AMX tiles where [`prefill_uses_amx_tiles`], `vdpbf16ps` for a bf16 cache where the
+/// CPU has AVX512-BF16, else the f32 FMA of the table's level (an int8 cache's scores on
+/// `vpdpbusd` are not counted: its values are summed with FMAs either way). `None` at the
+/// scalar level.
 pub fn attention_prefill_peak(
     table: &KernelTable,
     dtype: KvDtype,
@@ -107,6 +108,9 @@ pub fn attention_prefill_peak(
 ) -> Option<PeakInstruction> {
     if prefill_uses_amx_tiles(table, dtype, head_dim) {
         return Some(PeakInstruction::AmxBf16Tile);
+    }
+    if dtype == KvDtype::Bf16 && table.lane_dots().bf16 {
+        return Some(PeakInstruction::Avx512Bf16Dot);
     }
     PeakInstruction::vector_fma(table.level())
 }

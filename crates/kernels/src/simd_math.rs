@@ -29,3 +29,41 @@ pub(crate) fn exp_nonpositive<S: Simd>(simd: S, x: S::f32s) -> S::f32s {
     let pow2n = simd.transmute_f32s_u32s(simd.wrapping_dyn_shl_u32s(exponent, simd.splat_u32s(23)));
     simd.select_f32s(underflow, simd.splat_f32s(0.0), simd.mul_f32s(poly, pow2n))
 }
+
+/// `x` rounded to bf16 (to nearest even) and back to f32, a result below bf16's normal range
+/// flushed to a zero of its sign (the AVX512-BF16 and AMX dot products read bf16 denormals as
+/// zero), NaN kept NaN. The same bits as [`round_bf16_scalar`].
+#[inline(always)]
+pub(crate) fn round_bf16<S: Simd>(simd: S, x: S::f32s) -> S::f32s {
+    let bits = simd.transmute_u32s_f32s(x);
+    let odd = simd.and_u32s(
+        simd.wrapping_dyn_shr_u32s(bits, simd.splat_u32s(16)),
+        simd.splat_u32s(1),
+    );
+    let biased = simd.add_u32s(simd.add_u32s(bits, simd.splat_u32s(0x7fff)), odd);
+    let rounded = simd.and_u32s(biased, simd.splat_u32s(0xffff_0000));
+    let exponent = simd.and_u32s(rounded, simd.splat_u32s(0x7f80_0000));
+    let sign = simd.and_u32s(rounded, simd.splat_u32s(0x8000_0000));
+    let flushed = simd.select_u32s(simd.equal_u32s(exponent, simd.splat_u32s(0)), sign, rounded);
+    // A NaN's mantissa could carry into its sign: keep it a (quiet) NaN instead.
+    let nan = simd.or_u32s(
+        simd.and_u32s(bits, simd.splat_u32s(0xffff_0000)),
+        simd.splat_u32s(0x0040_0000),
+    );
+    let is_number = simd.equal_f32s(x, x);
+    simd.transmute_f32s_u32s(simd.select_u32s(is_number, flushed, nan))
+}
+
+/// [`round_bf16`] on one value.
+pub(crate) fn round_bf16_scalar(x: f32) -> f32 {
+    if x.is_nan() {
+        return f32::from_bits((x.to_bits() & 0xffff_0000) | 0x0040_0000);
+    }
+    let bits = x.to_bits();
+    let rounded = bits.wrapping_add(0x7fff + ((bits >> 16) & 1)) & 0xffff_0000;
+    if rounded & 0x7f80_0000 == 0 {
+        f32::from_bits(rounded & 0x8000_0000)
+    } else {
+        f32::from_bits(rounded)
+    }
+}

@@ -35,6 +35,7 @@ pub use decode::{DecodeScratch, decode, decode_parts, decode_with_parts};
 pub(crate) use int8_queries::Int8ScoresFn;
 pub use int8_queries::queries_as_used;
 pub use kv::{KvDtype, KvError, KvHeadView, KvLayer};
+pub(crate) use lane_prefill::LaneDots;
 pub use prefill::{prefill, prefill_on};
 pub use stats::AttentionStats;
 

@@ -38,7 +38,7 @@ pub fn prefill_on(
     if super::amx_prefill::prefill_uses_amx_tiles(table, call.kv.dtype(), call.shape.head_dim) {
         return super::amx_prefill::prefill(call, out, stats);
     }
-    super::lane_prefill::prefill(level, call, out, stats)
+    super::lane_prefill::prefill(table, call, out, stats)
 }
 
 /// Writes each work item's rows (KV head `j`, query positions from `first` on, `group` heads a

@@ -16,7 +16,7 @@ use super::SimdLevel;
 use super::{CpuFeatures, CpuVendor, cpu_features};
 use crate::attention::kv::KvDtype;
 use crate::attention::kv_encode::{self, EncodeRowFn};
-use crate::attention::{Int8ScoresFn, int8_queries};
+use crate::attention::{Int8ScoresFn, LaneDots, int8_queries};
 use crate::matmul::columns::ColumnBlock;
 use crate::matmul::driver::{Bf16Input, ColumnsFn, Inputs};
 use crate::matmul::int8::quantize::{self, QuantizeRowFn};
@@ -53,6 +53,8 @@ pub struct KernelTable {
     quantize_row: KernelEntry<QuantizeRowFn>,
     kv_encode_row: KernelEntry<EncodeRowFn>,
     int8_kv_scores: KernelEntry<Option<Int8ScoresFn>>,
+    /// The dot-product kernels prefill attention's vector path may use.
+    lane_dots: LaneDots,
     /// How the activations of a product are prepared for the kernels above.
     pub(crate) inputs: InputForms,
 }
@@ -223,11 +225,25 @@ impl KernelTable {
                 "amx tdpbf16ps tiles for a bf16 cache at head_dim a multiple of 32 (not bit-identical to \
                  the other levels), else query rows in avx512 lanes"
             }
-            (SimdLevel::Avx512, false) => "query rows in avx512 lanes, fma",
+            (SimdLevel::Avx512, false) => match (self.lane_dots.bf16, self.lane_dots.int8) {
+                (true, true) => {
+                    "query rows in avx512 lanes: vdpbf16ps (bf16 cache), vpdpbusd scores (int8 cache)"
+                }
+                (true, false) => "query rows in avx512 lanes: vdpbf16ps (bf16 cache), else fma",
+                (false, true) => {
+                    "query rows in avx512 lanes: vpdpbusd scores (int8 cache), else fma"
+                }
+                (false, false) => "query rows in avx512 lanes, fma",
+            },
             (SimdLevel::Avx2, _) => "query rows in avx2 lanes, fma",
             (SimdLevel::Neon, _) => "query rows in neon lanes, fma",
             (SimdLevel::Scalar, _) => "query rows in scalar lanes, fma",
         }
+    }
+
+    /// The dot-product kernels of prefill attention's vector path (`attention::lane_prefill`).
+    pub(crate) fn lane_dots(&self) -> LaneDots {
+        self.lane_dots
     }
 
     /// Do this table's bf16 products round the activations to bf16 (to nearest even, as
@@ -300,6 +316,7 @@ impl KernelTable {
             quantize_row: entry("scalar", quantize::quantize_row_generic),
             kv_encode_row: entry("scalar", kv_encode::encode_row_generic),
             int8_kv_scores: entry("key bytes widened to f32", None),
+            lane_dots: LaneDots::default(),
             inputs: InputForms::PLAIN,
         }
     }
@@ -327,6 +344,7 @@ impl KernelTable {
             quantize_row: entry("avx2", quantize::quantize_row_avx2),
             kv_encode_row: entry("avx2", kv_encode::encode_row_avx2),
             int8_kv_scores: entry("key bytes widened to f32", None),
+            lane_dots: LaneDots::default(),
             inputs: InputForms::PLAIN,
         }
     }
@@ -412,6 +430,10 @@ impl KernelTable {
             } else {
                 entry("key bytes widened to f32", None)
             },
+            lane_dots: LaneDots {
+                bf16: features.avx512_bf16,
+                int8: features.avx512_vnni,
+            },
             inputs,
         }
     }
@@ -439,6 +461,7 @@ impl KernelTable {
             quantize_row: entry("scalar (auto-vectorized)", quantize::quantize_row_generic),
             kv_encode_row: entry("scalar (auto-vectorized)", kv_encode::encode_row_generic),
             int8_kv_scores: entry("key bytes widened to f32", None),
+            lane_dots: LaneDots::default(),
             inputs: InputForms::PLAIN,
         }
     }

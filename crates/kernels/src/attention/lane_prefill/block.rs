@@ -7,18 +7,24 @@
 //! Element order: a stored row of `row_words` words of `E` elements is decoded to "slots", slot
 //! `j * row_words + w` holding element `E * w + j` (sub-vector `j` of a word block lands on
 //! consecutive slots, at any width). The queries are laid out in the same slots, so the dot
-//! products sum over slots in that one order at every level.
+//! products sum over slots in one order at every level.
+//!
+//! A bf16 cache: the queries (unscaled) and the probabilities are rounded to bf16 (as the AMX
+//! tiles do), and both products sum bf16 pairs in `vdpbf16ps`'s order (a word's odd element, then
+//! its even one; two keys' pairs for `P V`), so that the AVX512-BF16 kernels (`dots_avx512`),
+//! which multiply the stored words as they are, give the bits of every other level.
 
 #![allow(clippy::needless_range_loop)] // one register of each per-row array at a time reads clearest
 
 use pulp::{Simd, WithSimd};
 
-use super::product::{Broadcast, product};
+use super::LaneDots;
+use super::product::{Broadcast, Order, product};
 use crate::attention::int8_queries::Int8Queries;
 use crate::attention::kv::{KvDtype, KvHeadView};
 use crate::attention::microkernel::{Bf16Words, F32Words, Int8Words, WordFormat, load_block};
 use crate::attention::tile::QueryRow;
-use crate::simd_math::exp_nonpositive;
+use crate::simd_math::{exp_nonpositive, round_bf16, round_bf16_scalar};
 
 /// Query rows per block (32 = 4 AVX2 or 2 AVX-512 registers: every lane count divides it).
 pub(super) const BLOCK_ROWS: usize = 32;
@@ -34,6 +40,8 @@ pub(super) struct LaneBlock<'a> {
     pub q: &'a [f32],
     /// At most [`BLOCK_ROWS`], at least one.
     pub rows: &'a [QueryRow],
+    /// The dot-product kernels the CPU has (the caller's kernel table proved it).
+    pub dots: LaneDots,
 }
 
 /// The final softmax state of a block's rows (not yet divided by `l`).
@@ -81,8 +89,16 @@ impl WithSimd for LaneBlock<'_> {
 struct Lanes<S: Simd> {
     rv: usize,
     slots: usize,
-    /// `[slot][rv]`: the queries (scaled by 1/sqrt(head_dim); int8 K: their integers).
+    dtype: KvDtype,
+    /// Which products run on `dots_avx512` (`dots` narrowed to this cache).
+    dots: LaneDots,
+    /// `[slot][rv]`: the queries (f32 K: scaled by 1/sqrt(head_dim); bf16 K: rounded to bf16,
+    /// unscaled; int8 K: their integers).
     qt: Vec<S::f32s>,
+    /// For a dot-product kernel, `[word][BLOCK_ROWS]`: the queries as the cache's words (bf16
+    /// pairs or four int8), and for int8 each row's sum of its integers.
+    q_words: Vec<u32>,
+    q_sums: [i32; BLOCK_ROWS],
     /// Int8 K: each row's query scale (1 elsewhere).
     q_scale: Vec<S::f32s>,
     position: Vec<S::f32s>,
@@ -93,33 +109,56 @@ struct Lanes<S: Simd> {
     st: Vec<S::f32s>,
     /// `[slot][rv]`: `sum_t p[t] v[t]`.
     ot: Vec<S::f32s>,
-    /// `[key][slot]`: the tile's K and V rows in f32 (int8: the stored integers).
+    /// `[key][slot]`: the tile's K and V rows in f32 (int8: the stored integers); one more row
+    /// for the zero key that pads an odd tile to bf16 pairs.
     k_tile: Vec<f32>,
     v_tile: Vec<f32>,
+    /// `vdpbf16ps` P V: `[key pair][BLOCK_ROWS]` probabilities and `[key pair][slot]` values,
+    /// bf16 pairs of two keys.
+    p_words: Vec<u32>,
+    v_words: Vec<u32>,
 }
 
 #[inline(always)]
 fn run<S: Simd, F: WordFormat>(simd: S, block: LaneBlock<'_>) -> BlockState {
-    let LaneBlock { kv, q, rows } = block;
+    let LaneBlock { kv, q, rows, dots } = block;
     assert!(!rows.is_empty() && rows.len() <= BLOCK_ROWS);
     let lanes = S::F32_LANES;
     let rv = BLOCK_ROWS / lanes;
     let rw = kv.row_words;
     let slots = F::ELEMS * rw;
     let zero = simd.splat_f32s(0.0);
+    let dots = LaneDots {
+        bf16: dots.bf16 && kv.dtype == KvDtype::Bf16,
+        int8: dots.int8 && kv.dtype == KvDtype::Int8,
+    };
+    let pair_words = |n: usize| if dots.bf16 { n } else { 0 };
     let mut state = Lanes::<S> {
         rv,
         slots,
+        dtype: kv.dtype,
+        dots,
         qt: vec![zero; slots * rv],
+        q_words: vec![
+            0;
+            if dots.bf16 || dots.int8 {
+                rw * BLOCK_ROWS
+            } else {
+                0
+            }
+        ],
+        q_sums: [0; BLOCK_ROWS],
         q_scale: vec![simd.splat_f32s(1.0); rv],
         position: vec![zero; rv],
         m: vec![simd.splat_f32s(f32::NEG_INFINITY); rv],
         l: vec![zero; rv],
         s0: vec![simd.splat_f32s(f32::NEG_INFINITY); rv],
-        st: vec![zero; KEY_TILE * rv],
+        st: vec![zero; (KEY_TILE + 1) * rv],
         ot: vec![zero; slots * rv],
-        k_tile: vec![0.0; KEY_TILE * slots],
-        v_tile: vec![0.0; KEY_TILE * slots],
+        k_tile: vec![0.0; (KEY_TILE + 1) * slots],
+        v_tile: vec![0.0; (KEY_TILE + 1) * slots],
+        p_words: vec![0; pair_words(KEY_TILE / 2 * BLOCK_ROWS)],
+        v_words: vec![0; pair_words(KEY_TILE / 2 * slots)],
     };
     state.load_queries(kv, q, rows);
     let first = rows.iter().map(|r| r.position).min().expect("rows");
@@ -127,31 +166,20 @@ fn run<S: Simd, F: WordFormat>(simd: S, block: LaneBlock<'_>) -> BlockState {
     let mut k0 = 0;
     while k0 < key_end {
         let ntok = KEY_TILE.min(key_end - k0);
-        decode_rows::<S, F>(
-            simd,
-            &kv.k[k0 * rw..(k0 + ntok) * rw],
-            rw,
-            &mut state.k_tile,
-        );
-        decode_rows::<S, F>(
-            simd,
-            &kv.v[k0 * rw..(k0 + ntok) * rw],
-            rw,
-            &mut state.v_tile,
-        );
-        state.scores(simd, kv, k0, ntok);
+        let tile_rows = k0 * rw..(k0 + ntok) * rw;
+        state.scores::<F>(simd, kv, &kv.k[tile_rows.clone()], k0, ntok);
         if k0 + ntok > first + 1 {
             state.mask(simd, k0, ntok);
         }
         state.softmax(simd, kv, k0, ntok);
-        state.accumulate(simd, ntok);
+        state.accumulate::<F>(simd, &kv.v[tile_rows], ntok);
         k0 += ntok;
     }
     state.finish(rw, F::ELEMS)
 }
 
 /// Decodes whole stored rows (`rows.len()` a multiple of `row_words`) into `dst`, row `t` at
-/// `t * slots`, in slot order.
+/// `t * slots`, in slot order; bf16 denormals read as zero, as `vdpbf16ps` reads them.
 #[inline(always)]
 fn decode_rows<S: Simd, F: WordFormat>(simd: S, rows: &[u32], row_words: usize, dst: &mut [f32]) {
     let lanes = S::U32_LANES;
@@ -164,7 +192,10 @@ fn decode_rows<S: Simd, F: WordFormat>(simd: S, rows: &[u32], row_words: usize, 
             let words = load_block(simd, row, b);
             let (start, live) = (b * lanes, lanes.min(row_words - b * lanes));
             for j in 0..F::ELEMS {
-                let values = F::decode(simd, words, j);
+                let mut values = F::decode(simd, words, j);
+                if F::ELEMS == 2 {
+                    values = flush_denormal(simd, values);
+                }
                 let target = &mut out[j * row_words + start..][..live];
                 if live == lanes {
                     S::as_mut_simd_f32s(target).0[0] = values;
@@ -173,6 +204,26 @@ fn decode_rows<S: Simd, F: WordFormat>(simd: S, rows: &[u32], row_words: usize, 
                 }
             }
         }
+    }
+}
+
+/// `x` with denormals replaced by a zero of their sign.
+#[inline(always)]
+fn flush_denormal<S: Simd>(simd: S, x: S::f32s) -> S::f32s {
+    let bits = simd.transmute_u32s_f32s(x);
+    let exponent = simd.and_u32s(bits, simd.splat_u32s(0x7f80_0000));
+    let sign = simd.and_u32s(bits, simd.splat_u32s(0x8000_0000));
+    let tiny = simd.equal_u32s(exponent, simd.splat_u32s(0));
+    simd.transmute_f32s_u32s(simd.select_u32s(tiny, sign, bits))
+}
+
+/// Two keys' stored bf16 rows as pairs: slot `w` (`low`) holds element `2w` of both, slot
+/// `rw + w` (`high`) element `2w + 1`, the even key in the low half.
+#[inline(always)]
+fn pack_value_pair(even: &[u32], odd: &[u32], low: &mut [u32], high: &mut [u32]) {
+    for (((&a, &b), low), high) in even.iter().zip(odd).zip(low).zip(high) {
+        *low = (a & 0xffff) | (b << 16);
+        *high = (a >> 16) | (b & 0xffff_0000);
     }
 }
 
@@ -197,14 +248,23 @@ impl<S: Simd> Lanes<S> {
                     qt[slot(e, rw, epw) * BLOCK_ROWS + r] = x;
                 }
                 q_scale[r] = rounded.scale(r);
+                self.q_sums[r] = integers.iter().map(|&x| x as i32).sum();
             }
         } else {
+            // bf16 K: rounded as the dot-product instructions take them, the scale applied to
+            // the scores (as the AMX tiles do).
+            let bf16 = kv.dtype == KvDtype::Bf16;
             for (r, row) in rows.iter().enumerate() {
                 for (e, &x) in q[row.q_offset..][..d].iter().enumerate() {
-                    qt[slot(e, rw, epw) * BLOCK_ROWS + r] = x * scale;
+                    qt[slot(e, rw, epw) * BLOCK_ROWS + r] = if bf16 {
+                        round_bf16_scalar(x)
+                    } else {
+                        x * scale
+                    };
                 }
             }
         }
+        self.pack_query_words(rw, epw);
         let position: &mut [f32] = bytemuck::cast_slice_mut(&mut self.position);
         let last = rows[rows.len() - 1].position;
         for (r, p) in position.iter_mut().enumerate() {
@@ -213,21 +273,65 @@ impl<S: Simd> Lanes<S> {
         }
     }
 
-    /// `st[t] = q . k_t` for the tile's keys (int8: times the query and key scales).
+    /// For a dot-product kernel: the queries of `qt` as the cache's words in `q_words` (word `w`
+    /// of row `r` at `w * BLOCK_ROWS + r`).
+    fn pack_query_words(&mut self, rw: usize, epw: usize) {
+        if !(self.dots.bf16 || self.dots.int8) {
+            return;
+        }
+        let qt: &[f32] = bytemuck::cast_slice(&self.qt);
+        for w in 0..rw {
+            for r in 0..BLOCK_ROWS {
+                let element = |j: usize| qt[(j * rw + w) * BLOCK_ROWS + r];
+                self.q_words[w * BLOCK_ROWS + r] = if self.dots.bf16 {
+                    // Rounded already: the top halves are the bf16 bits.
+                    (element(0).to_bits() >> 16) | (element(1).to_bits() & 0xffff_0000)
+                } else {
+                    (0..epw).fold(0, |word, j| {
+                        word | ((element(j) as i8 as u8 as u32) << (8 * j))
+                    })
+                };
+            }
+        }
+    }
+
+    /// `st[t] = q . k_t` for the tile's keys `k_rows` (as stored), times 1/sqrt(head_dim) for
+    /// bf16 K and the query and key scales for int8 K.
     #[inline(always)]
-    fn scores(&mut self, simd: S, kv: KvHeadView<'_>, k0: usize, ntok: usize) {
+    fn scores<F: WordFormat>(
+        &mut self,
+        simd: S,
+        kv: KvHeadView<'_>,
+        k_rows: &[u32],
+        k0: usize,
+        ntok: usize,
+    ) {
         let rv = self.rv;
-        let st = &mut self.st[..ntok * rv];
-        st.fill(simd.splat_f32s(0.0));
-        let keys = Broadcast {
-            values: &self.k_tile,
-            k_stride: 1,
-            col_stride: self.slots,
-        };
-        product::<S>(simd, &self.qt, keys, st, ntok, self.slots);
+        let rw = kv.row_words;
+        self.st[..ntok * rv].fill(simd.splat_f32s(0.0));
+        if !self.hardware_scores(k_rows, rw, ntok) {
+            decode_rows::<S, F>(simd, k_rows, rw, &mut self.k_tile);
+            let keys = Broadcast {
+                values: &self.k_tile,
+                k_stride: 1,
+                col_stride: self.slots,
+            };
+            let st = &mut self.st[..ntok * rv];
+            if self.dtype == KvDtype::Bf16 {
+                product::<S, { Order::SPLIT_PAIRS }>(simd, &self.qt, keys, st, ntok, self.slots);
+            } else {
+                product::<S, { Order::SEQUENTIAL }>(simd, &self.qt, keys, st, ntok, self.slots);
+            }
+        }
+        if self.dtype == KvDtype::Bf16 {
+            let scale = simd.splat_f32s(1.0 / (kv.head_dim as f32).sqrt());
+            for s in &mut self.st[..ntok * rv] {
+                *s = simd.mul_f32s(*s, scale);
+            }
+        }
         if !kv.k_scale.is_empty() {
             // The integer score loop's `dot * (q_scale * k_scale)`, bit for bit.
-            for (t, scores) in st.chunks_exact_mut(rv).enumerate() {
+            for (t, scores) in self.st[..ntok * rv].chunks_exact_mut(rv).enumerate() {
                 let k_scale = simd.splat_f32s(kv.k_scale[k0 + t]);
                 for (s, &q_scale) in scores.iter_mut().zip(&self.q_scale) {
                     *s = simd.mul_f32s(*s, simd.mul_f32s(q_scale, k_scale));
@@ -272,7 +376,11 @@ impl<S: Simd> Lanes<S> {
             alpha[v] = exp_nonpositive(simd, simd.sub_f32s(self.m[v], shift));
             let mut tile_sum = zero;
             for t in 0..ntok {
-                let p = exp_nonpositive(simd, simd.sub_f32s(self.st[t * rv + v], shift));
+                let mut p = exp_nonpositive(simd, simd.sub_f32s(self.st[t * rv + v], shift));
+                if self.dtype == KvDtype::Bf16 {
+                    // Summed as rounded, so that the weights stay normalized.
+                    p = round_bf16(simd, p);
+                }
                 self.st[t * rv + v] = p;
                 tile_sum = simd.add_f32s(tile_sum, p);
             }
@@ -298,22 +406,101 @@ impl<S: Simd> Lanes<S> {
         }
     }
 
-    /// `ot += sum_t p[t] v_t` over the tile.
+    /// The unscaled scores on a dot-product kernel where the CPU has one for this cache;
+    /// false where the generic path is to run.
     #[inline(always)]
-    fn accumulate(&mut self, simd: S, ntok: usize) {
+    fn hardware_scores(&mut self, k_rows: &[u32], rw: usize, ntok: usize) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if self.dots.bf16 || self.dots.int8 {
+            use super::dots_avx512::{Words, dot_bf16, dot_int8};
+            let keys = Words {
+                words: k_rows,
+                k_stride: 1,
+                col_stride: rw,
+            };
+            let st: &mut [f32] = bytemuck::cast_slice_mut(&mut self.st[..ntok * self.rv]);
+            // SAFETY: `dots` comes from a kernel table, which proved the CPU has the features.
+            unsafe {
+                if self.dots.bf16 {
+                    dot_bf16(&self.q_words, keys, st, ntok, rw);
+                } else {
+                    dot_int8(&self.q_words, &self.q_sums, keys, st, ntok, rw);
+                }
+            }
+            return true;
+        }
+        let _ = (k_rows, rw, ntok);
+        false
+    }
+
+    /// `ot += sum_t p[t] v_t` over the tile's values `v_rows` (as stored). bf16: over pairs of
+    /// keys, an odd tile padded with a zero key.
+    #[inline(always)]
+    fn accumulate<F: WordFormat>(&mut self, simd: S, v_rows: &[u32], ntok: usize) {
+        let (rv, slots) = (self.rv, self.slots);
+        let rw = v_rows.len() / ntok;
+        if self.dtype != KvDtype::Bf16 {
+            decode_rows::<S, F>(simd, v_rows, rw, &mut self.v_tile);
+            let values = Broadcast {
+                values: &self.v_tile,
+                k_stride: slots,
+                col_stride: 1,
+            };
+            let st = &self.st[..ntok * rv];
+            product::<S, { Order::SEQUENTIAL }>(simd, st, values, &mut self.ot, slots, ntok);
+            return;
+        }
+        let depth = ntok.next_multiple_of(2);
+        self.st[ntok * rv..depth * rv].fill(simd.splat_f32s(0.0));
+        #[cfg(target_arch = "x86_64")]
+        if self.dots.bf16 {
+            self.pack_pairs(v_rows, rw, ntok);
+            let values = super::dots_avx512::Words {
+                words: &self.v_words,
+                k_stride: slots,
+                col_stride: 1,
+            };
+            let ot: &mut [f32] = bytemuck::cast_slice_mut(&mut self.ot);
+            // SAFETY: `dots` comes from a kernel table, which proved the CPU has AVX512-BF16.
+            unsafe { super::dots_avx512::dot_bf16(&self.p_words, values, ot, slots, depth / 2) };
+            return;
+        }
+        decode_rows::<S, F>(simd, v_rows, rw, &mut self.v_tile);
+        self.v_tile[ntok * slots..depth * slots].fill(0.0);
         let values = Broadcast {
             values: &self.v_tile,
-            k_stride: self.slots,
+            k_stride: slots,
             col_stride: 1,
         };
-        product::<S>(
-            simd,
-            &self.st[..ntok * self.rv],
-            values,
-            &mut self.ot,
-            self.slots,
-            ntok,
-        );
+        let st = &self.st[..depth * rv];
+        product::<S, { Order::ADJACENT_PAIRS }>(simd, st, values, &mut self.ot, slots, depth);
+    }
+
+    /// `vdpbf16ps` P V: the probabilities (rounded already) and the stored values of the tile as
+    /// bf16 pairs of keys `(2i, 2i + 1)` (low half the even key), a missing last key zero.
+    fn pack_pairs(&mut self, v_rows: &[u32], rw: usize, ntok: usize) {
+        let slots = self.slots;
+        let st: &[f32] = bytemuck::cast_slice(&self.st);
+        for (i, pair) in self.p_words.chunks_exact_mut(BLOCK_ROWS).enumerate() {
+            if 2 * i >= ntok {
+                break;
+            }
+            let (even, odd) = (&st[2 * i * BLOCK_ROWS..], &st[(2 * i + 1) * BLOCK_ROWS..]);
+            for r in 0..BLOCK_ROWS {
+                pair[r] = (even[r].to_bits() >> 16) | (odd[r].to_bits() & 0xffff_0000);
+            }
+        }
+        for (i, pair) in self.v_words.chunks_exact_mut(slots).enumerate() {
+            if 2 * i >= ntok {
+                break;
+            }
+            let even = &v_rows[2 * i * rw..][..rw];
+            let (low, high) = pair.split_at_mut(rw);
+            match v_rows.get((2 * i + 1) * rw..(2 * i + 2) * rw) {
+                Some(odd) => pack_value_pair(even, odd, low, high),
+                None => pack_value_pair(even, &vec![0; rw], low, high),
+            }
+        }
     }
 
     fn finish(self, row_words: usize, elems_per_word: usize) -> BlockState {

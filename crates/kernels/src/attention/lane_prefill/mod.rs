@@ -11,6 +11,8 @@
 //! Work split (this file): items of (KV head, block of positions) over rayon.
 
 mod block;
+#[cfg(target_arch = "x86_64")]
+mod dots_avx512;
 mod product;
 
 use rayon::prelude::*;
@@ -20,14 +22,24 @@ use super::prefill::{row_gate, scatter_items};
 use super::stats::AttentionStats;
 use super::tile::QueryRow;
 use super::{AttentionCall, AttentionError};
-use crate::SimdLevel;
 use crate::dispatch::run_at;
 use crate::reference::AttentionShape;
+use crate::{KernelTable, SimdLevel};
 use block::{BLOCK_ROWS, LaneBlock};
 
-/// [`super::prefill`] on the vector units of `level`; the arguments are checked already.
+/// The AVX-512 dot-product kernels a kernel table lets lane prefill use (`dots_avx512`): each
+/// gives the bits of the generic path, faster.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct LaneDots {
+    /// `vdpbf16ps` for both products over a bf16 cache.
+    pub bf16: bool,
+    /// `vpdpbusd` for the scores over int8 keys.
+    pub int8: bool,
+}
+
+/// [`super::prefill`] on the vector units of `table`'s level; the arguments are checked already.
 pub(crate) fn prefill(
-    level: SimdLevel,
+    table: &KernelTable,
     call: AttentionCall<'_>,
     out: &mut [f32],
     stats: Option<&mut AttentionStats>,
@@ -52,6 +64,7 @@ pub(crate) fn prefill(
         .flat_map(|j| (0..n.div_ceil(positions)).map(move |b| (j, b * positions)))
         .collect();
     let want_stats = stats.is_some();
+    let (level, dots): (SimdLevel, LaneDots) = (table.level(), table.lane_dots());
 
     let results: Vec<(Vec<f32>, Option<AttentionStats>)> = items
         .par_iter()
@@ -74,6 +87,7 @@ pub(crate) fn prefill(
                     kv: kv.head(j),
                     q,
                     rows: chunk,
+                    dots,
                 };
                 let state = run_at(level, block);
                 for (i, row) in chunk.iter().enumerate() {

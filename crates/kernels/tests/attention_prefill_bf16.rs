@@ -1,9 +1,11 @@
-//! Prefill on AMX tiles (bf16 KV) equals naive attention + gate on the queries as the tiles use
-//! them (rounded to bf16), on the stored K/V, within a bound derived from the probabilities'
-//! rounding: shapes with tails (head dims 64 and 128, lengths not multiples of the 16-key tiles or
-//! the 64-key steps), chunks on top of a cache, GQA groups 1, 2 and 4, every gate.
+//! Prefill over a bf16 cache, with every kernel table (AMX tiles, and the query rows in the
+//! vector lanes at every level, `vdpbf16ps` or fused multiply-adds), equals naive attention + gate
+//! on the queries as the kernels use them (rounded to bf16), on the stored K/V, within a bound
+//! derived from the probabilities' rounding: shapes with tails (head dims 64 and 128, and 40, 72
+//! and 65 for the vector lanes; lengths not multiples of the 16-key tiles, the 64-key steps or the
+//! key pairs), chunks on top of a cache, GQA groups 1, 2 and 4, every gate.
 //!
-//! The bound: the tiles weigh key `k` by `p_k (1 + d_k)`, `|d_k| <= u = 2^-8` (bf16 rounding to
+//! The bound: the kernels weigh key `k` by `p_k (1 + d_k)`, `|d_k| <= u = 2^-8` (bf16 rounding to
 //! nearest), and divide by the sum of the weights as rounded, so each normalized weight `w_k`
 //! moves by at most `w_k * 2u / (1 - u)` and an output element by at most
 //! `2u / (1 - u) * sum_k w_k |v_k|` (the sigmoid gate only shrinks it). The scores are exact
@@ -41,7 +43,7 @@ struct Case {
 fn cases() -> impl Strategy<Value = Case> {
     (
         (1usize..=2, prop::sample::select(vec![1usize, 2, 4])),
-        prop::sample::select(vec![64usize, 128]),
+        prop::sample::select(vec![64usize, 128, 40, 72, 65]),
         0u8..3,
         prop_oneof![3 => 1usize..=200, 1 => 200usize..=1500],
         0usize..40,
@@ -78,7 +80,7 @@ fn round_to_bf16(x: &[f32]) -> Vec<f32> {
     x.iter().map(|&v| bf16::from_f32(v).to_f32()).collect()
 }
 
-fn check(case: &Case) -> Result<(), TestCaseError> {
+fn check(case: &Case, table: &KernelTable) -> Result<(), TestCaseError> {
     let shape = AttentionShape {
         num_heads: case.num_kv_heads * case.group,
         num_kv_heads: case.num_kv_heads,
@@ -119,7 +121,6 @@ fn check(case: &Case) -> Result<(), TestCaseError> {
 
     let mut out = vec![f32::NAN; want.len()];
     let mut stats = AttentionStats::default();
-    let table = amx_table().expect("checked by the caller");
     prefill_on(
         table,
         AttentionCall {
@@ -150,7 +151,8 @@ fn check(case: &Case) -> Result<(), TestCaseError> {
             let (got, expected) = (out[row * d + e], want[row * d + e]);
             prop_assert!(
                 (got - expected).abs() <= bound,
-                "row {row} dim {e}: {got} vs {expected}, bound {bound}"
+                "{}: row {row} dim {e}: {got} vs {expected}, bound {bound}",
+                table.name()
             );
         }
     }
@@ -160,7 +162,8 @@ fn check(case: &Case) -> Result<(), TestCaseError> {
     prop_assert_eq!(stats.sink_rows, (n * heads) as u64);
     prop_assert!(
         (stats.sink_mass_sum - sink_want).abs() <= factor as f64 * sink_want + 1e-5,
-        "sink mass {} vs {}",
+        "{}: sink mass {} vs {}",
+        table.name(),
         stats.sink_mass_sum,
         sink_want
     );
@@ -195,9 +198,9 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
     #[test]
-    fn amx_prefill_matches_reference_within_bound(case in cases()) {
-        if amx_available() {
-            check(&case)?;
+    fn bf16_prefill_matches_reference_within_bound(case in cases()) {
+        for table in tables_under_test() {
+            check(&case, table)?;
         }
     }
 }
@@ -205,10 +208,7 @@ proptest! {
 /// A long chunk on top of a cache: several blocks per KV head and several 64-key steps, the
 /// diagonal steps masked inside a tile.
 #[test]
-fn amx_prefill_long_chunk_on_a_cache() {
-    if !amx_available() {
-        return;
-    }
+fn bf16_prefill_long_chunk_on_a_cache() {
     for (group, head_dim, gate_mode) in [(2, 128, 1u8), (4, 64, 2), (1, 128, 0)] {
         let case = Case {
             num_kv_heads: 2,
@@ -221,7 +221,9 @@ fn amx_prefill_long_chunk_on_a_cache() {
             q_amplitude: 4.0,
             seed: 7 + group as u64,
         };
-        check(&case).unwrap();
+        for table in tables_under_test() {
+            check(&case, table).unwrap();
+        }
     }
 }
 

@@ -1,0 +1,175 @@
+//! The AVX-512 dot-product kernels of lane prefill, for the CPUs that have them: `vdpbf16ps` for
+//! a bf16 cache (both products) and `vpdpbusd` for int8 keys (the scores). They run on register
+//! tiles like [`super::product`]'s (two registers of 16 query rows by [`COLS`] broadcast columns)
+//! and broadcast the cache's words as stored: a bf16 word is a pair, an int8 word four bytes.
+//!
+//! Each gives the generic path's bits. `vdpbf16ps` adds a pair's odd product, then its even one,
+//! each rounded to nearest (a product of two bf16 is exact in f32): the paired
+//! [`super::product::Order`]s with fused multiply-adds. Integer dot products are exact either
+//! way. By the instruction's definition `vdpbf16ps` also reads bf16 denormals as zero (the
+//! generic path flushes them before it multiplies) and flushes a partial sum below 2^-126 to
+//! zero, which the generic path does not: only such a sum can differ, in bits far below 1e-38.
+
+#![allow(clippy::needless_range_loop)] // indexing small const-size register arrays reads clearest
+
+use core::arch::x86_64::*;
+
+/// Broadcast columns per register tile: 2 x 8 accumulators, the 2 row operands and the 8
+/// broadcasts fit the 32 registers; 8 divides the tile's 64 keys and the slots of the usual head
+/// dims.
+const COLS: usize = 8;
+
+/// The broadcast operand: word `(k, col)` at `words[k * k_stride + col * col_stride]`.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Words<'a> {
+    pub words: &'a [u32],
+    pub k_stride: usize,
+    pub col_stride: usize,
+}
+
+impl Words<'_> {
+    fn check(&self, cols: usize, depth: usize) {
+        assert!((depth - 1) * self.k_stride + (cols - 1) * self.col_stride < self.words.len());
+    }
+}
+
+/// `c[col][r] += sum_k a[k][r] . b(k, col)` for the 32 rows `r` and every `col < cols`, each
+/// word a pair of bf16 (low half the even element).
+///
+/// Panics if a slice is too short for `depth` and `cols`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
+pub(super) fn dot_bf16(a: &[u32], b: Words<'_>, c: &mut [f32], cols: usize, depth: usize) {
+    if cols == 0 || depth == 0 {
+        return;
+    }
+    assert!(a.len() >= depth * 32 && c.len() >= cols * 32);
+    b.check(cols, depth);
+    let mut col = 0;
+    while col + COLS <= cols {
+        // SAFETY: the bounds were checked above for every column below `cols`.
+        unsafe { tile_bf16::<COLS>(a, b, c, col, depth) };
+        col += COLS;
+    }
+    while col < cols {
+        // SAFETY: as above.
+        unsafe { tile_bf16::<1>(a, b, c, col, depth) };
+        col += 1;
+    }
+}
+
+/// # Safety
+/// `a` holds `depth * 32` words, `c` `(col + NC) * 32` values, and `b`'s word
+/// `(depth - 1, col + NC - 1)` is inside `b.words`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
+unsafe fn tile_bf16<const NC: usize>(
+    a: &[u32],
+    b: Words<'_>,
+    c: &mut [f32],
+    col: usize,
+    depth: usize,
+) {
+    // SAFETY: every pointer below stays inside the slices by the caller's contract.
+    unsafe {
+        let c_ptr = c.as_mut_ptr().add(col * 32);
+        let mut acc = [[_mm512_setzero_ps(); 2]; NC];
+        for n in 0..NC {
+            acc[n][0] = _mm512_loadu_ps(c_ptr.add(n * 32));
+            acc[n][1] = _mm512_loadu_ps(c_ptr.add(n * 32 + 16));
+        }
+        let b_first = b.words.as_ptr().add(col * b.col_stride);
+        for k in 0..depth {
+            let a0 = as_bh(_mm512_loadu_si512(a.as_ptr().add(k * 32).cast()));
+            let a1 = as_bh(_mm512_loadu_si512(a.as_ptr().add(k * 32 + 16).cast()));
+            for n in 0..NC {
+                let word = *b_first.add(k * b.k_stride + n * b.col_stride);
+                let broadcast = as_bh(_mm512_set1_epi32(word as i32));
+                acc[n][0] = _mm512_dpbf16_ps(acc[n][0], a0, broadcast);
+                acc[n][1] = _mm512_dpbf16_ps(acc[n][1], a1, broadcast);
+            }
+        }
+        for n in 0..NC {
+            _mm512_storeu_ps(c_ptr.add(n * 32), acc[n][0]);
+            _mm512_storeu_ps(c_ptr.add(n * 32 + 16), acc[n][1]);
+        }
+    }
+}
+
+/// `c[col][r] = sum_k a[k][r] . b(k, col) - 128 a_sums[r]` as f32 for the 32 rows `r` and every
+/// `col < cols`: `a`'s words hold four signed bytes, `b`'s four unsigned ones with the int8
+/// cache's bias of 128, so the result is the exact dot product of the signed values (exact in
+/// f32 below 2^24, which 127^2 x head_dim is for head dims up to 1040).
+///
+/// Panics if a slice is too short for `depth` and `cols`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+pub(super) fn dot_int8(
+    a: &[u32],
+    a_sums: &[i32; 32],
+    b: Words<'_>,
+    c: &mut [f32],
+    cols: usize,
+    depth: usize,
+) {
+    if cols == 0 || depth == 0 {
+        return;
+    }
+    assert!(a.len() >= depth * 32 && c.len() >= cols * 32);
+    b.check(cols, depth);
+    let mut col = 0;
+    while col + COLS <= cols {
+        // SAFETY: the bounds were checked above for every column below `cols`.
+        unsafe { tile_int8::<COLS>(a, a_sums, b, c, col, depth) };
+        col += COLS;
+    }
+    while col < cols {
+        // SAFETY: as above.
+        unsafe { tile_int8::<1>(a, a_sums, b, c, col, depth) };
+        col += 1;
+    }
+}
+
+/// # Safety
+/// As [`tile_bf16`]'s.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn tile_int8<const NC: usize>(
+    a: &[u32],
+    a_sums: &[i32; 32],
+    b: Words<'_>,
+    c: &mut [f32],
+    col: usize,
+    depth: usize,
+) {
+    // SAFETY: every pointer below stays inside the slices by the caller's contract.
+    unsafe {
+        let mut acc = [[_mm512_setzero_si512(); 2]; NC];
+        let b_first = b.words.as_ptr().add(col * b.col_stride);
+        for k in 0..depth {
+            let a0 = _mm512_loadu_si512(a.as_ptr().add(k * 32).cast());
+            let a1 = _mm512_loadu_si512(a.as_ptr().add(k * 32 + 16).cast());
+            for n in 0..NC {
+                let word = *b_first.add(k * b.k_stride + n * b.col_stride);
+                let broadcast = _mm512_set1_epi32(word as i32);
+                acc[n][0] = _mm512_dpbusd_epi32(acc[n][0], broadcast, a0);
+                acc[n][1] = _mm512_dpbusd_epi32(acc[n][1], broadcast, a1);
+            }
+        }
+        let bias = [
+            _mm512_slli_epi32::<7>(_mm512_loadu_si512(a_sums.as_ptr().cast())),
+            _mm512_slli_epi32::<7>(_mm512_loadu_si512(a_sums.as_ptr().add(16).cast())),
+        ];
+        let c_ptr = c.as_mut_ptr().add(col * 32);
+        for n in 0..NC {
+            for half in 0..2 {
+                let exact = _mm512_sub_epi32(acc[n][half], bias[half]);
+                _mm512_storeu_ps(c_ptr.add(n * 32 + half * 16), _mm512_cvtepi32_ps(exact));
+            }
+        }
+    }
+}
+
+#[inline(always)]
+fn as_bh(v: __m512i) -> __m512bh {
+    // SAFETY: 32 bf16 in a 64-byte value, reinterpreted as its bits.
+    unsafe { core::mem::transmute(v) }
+}
