@@ -12,7 +12,10 @@
 //! A bf16 cache: the queries (unscaled) and the probabilities are rounded to bf16 (as the AMX
 //! tiles do), and both products sum bf16 pairs in `vdpbf16ps`'s order (a word's odd element, then
 //! its even one; two keys' pairs for `P V`), so that the AVX512-BF16 kernels (`dots_avx512`),
-//! which multiply the stored words as they are, give the bits of every other level.
+//! which multiply the stored words as they are, give the bits of every other level. An int8
+//! cache: the scores are exact integer dot products (`vpdpbusd`, or f32 sums below 2^24), and
+//! `P V` takes the probabilities times V's scales rounded to bf16 and V's integers (exact in
+//! bf16) in the same pairs.
 
 #![allow(clippy::needless_range_loop)] // one register of each per-row array at a time reads clearest
 
@@ -90,8 +93,11 @@ struct Lanes<S: Simd> {
     rv: usize,
     slots: usize,
     dtype: KvDtype,
-    /// Which products run on `dots_avx512` (`dots` narrowed to this cache).
-    dots: LaneDots,
+    /// The products that run on `dots_avx512`: the scores on `vdpbf16ps` (a bf16 cache) or
+    /// `vpdpbusd` (int8), `P V` on `vdpbf16ps` (bf16 or int8).
+    bf16_scores: bool,
+    int8_scores: bool,
+    bf16_values: bool,
     /// `[slot][rv]`: the queries (f32 K: scaled by 1/sqrt(head_dim); bf16 K: rounded to bf16,
     /// unscaled; int8 K: their integers).
     qt: Vec<S::f32s>,
@@ -128,25 +134,24 @@ fn run<S: Simd, F: WordFormat>(simd: S, block: LaneBlock<'_>) -> BlockState {
     let rw = kv.row_words;
     let slots = F::ELEMS * rw;
     let zero = simd.splat_f32s(0.0);
-    let dots = LaneDots {
-        bf16: dots.bf16 && kv.dtype == KvDtype::Bf16,
-        int8: dots.int8 && kv.dtype == KvDtype::Int8,
+    let bf16_scores = dots.bf16 && kv.dtype == KvDtype::Bf16;
+    let int8_scores = dots.int8 && kv.dtype == KvDtype::Int8;
+    let bf16_values = dots.bf16 && kv.dtype != KvDtype::F32;
+    let pair_words = |n: usize| if bf16_values { n } else { 0 };
+    let query_words = if bf16_scores || int8_scores {
+        rw * BLOCK_ROWS
+    } else {
+        0
     };
-    let pair_words = |n: usize| if dots.bf16 { n } else { 0 };
     let mut state = Lanes::<S> {
         rv,
         slots,
         dtype: kv.dtype,
-        dots,
+        bf16_scores,
+        int8_scores,
+        bf16_values,
         qt: vec![zero; slots * rv],
-        q_words: vec![
-            0;
-            if dots.bf16 || dots.int8 {
-                rw * BLOCK_ROWS
-            } else {
-                0
-            }
-        ],
+        q_words: vec![0; query_words],
         q_sums: [0; BLOCK_ROWS],
         q_scale: vec![simd.splat_f32s(1.0); rv],
         position: vec![zero; rv],
@@ -217,13 +222,11 @@ fn flush_denormal<S: Simd>(simd: S, x: S::f32s) -> S::f32s {
     simd.transmute_f32s_u32s(simd.select_u32s(tiny, sign, bits))
 }
 
-/// Two keys' stored bf16 rows as pairs: slot `w` (`low`) holds element `2w` of both, slot
-/// `rw + w` (`high`) element `2w + 1`, the even key in the low half.
+/// Two rows of bf16 values (in f32) as one row of pairs, `even` in the low halves.
 #[inline(always)]
-fn pack_value_pair(even: &[u32], odd: &[u32], low: &mut [u32], high: &mut [u32]) {
-    for (((&a, &b), low), high) in even.iter().zip(odd).zip(low).zip(high) {
-        *low = (a & 0xffff) | (b << 16);
-        *high = (a >> 16) | (b & 0xffff_0000);
+fn pack_bf16_pair(even: &[f32], odd: &[f32], pairs: &mut [u32]) {
+    for ((&a, &b), pair) in even.iter().zip(odd).zip(pairs) {
+        *pair = (a.to_bits() >> 16) | (b.to_bits() & 0xffff_0000);
     }
 }
 
@@ -276,14 +279,14 @@ impl<S: Simd> Lanes<S> {
     /// For a dot-product kernel: the queries of `qt` as the cache's words in `q_words` (word `w`
     /// of row `r` at `w * BLOCK_ROWS + r`).
     fn pack_query_words(&mut self, rw: usize, epw: usize) {
-        if !(self.dots.bf16 || self.dots.int8) {
+        if !(self.bf16_scores || self.int8_scores) {
             return;
         }
         let qt: &[f32] = bytemuck::cast_slice(&self.qt);
         for w in 0..rw {
             for r in 0..BLOCK_ROWS {
                 let element = |j: usize| qt[(j * rw + w) * BLOCK_ROWS + r];
-                self.q_words[w * BLOCK_ROWS + r] = if self.dots.bf16 {
+                self.q_words[w * BLOCK_ROWS + r] = if self.bf16_scores {
                     // Rounded already: the top halves are the bf16 bits.
                     (element(0).to_bits() >> 16) | (element(1).to_bits() & 0xffff_0000)
                 } else {
@@ -397,10 +400,11 @@ impl<S: Simd> Lanes<S> {
             }
         }
         if !kv.v_scale.is_empty() {
+            // The weights of V's integers, rounded to bf16 for the pair products.
             for (t, p) in self.st[..ntok * rv].chunks_exact_mut(rv).enumerate() {
                 let v_scale = simd.splat_f32s(kv.v_scale[k0 + t]);
                 for x in p.iter_mut() {
-                    *x = simd.mul_f32s(*x, v_scale);
+                    *x = round_bf16(simd, simd.mul_f32s(*x, v_scale));
                 }
             }
         }
@@ -411,7 +415,7 @@ impl<S: Simd> Lanes<S> {
     #[inline(always)]
     fn hardware_scores(&mut self, k_rows: &[u32], rw: usize, ntok: usize) -> bool {
         #[cfg(target_arch = "x86_64")]
-        if self.dots.bf16 || self.dots.int8 {
+        if self.bf16_scores || self.int8_scores {
             use super::dots_avx512::{Words, dot_bf16, dot_int8};
             let keys = Words {
                 words: k_rows,
@@ -421,7 +425,7 @@ impl<S: Simd> Lanes<S> {
             let st: &mut [f32] = bytemuck::cast_slice_mut(&mut self.st[..ntok * self.rv]);
             // SAFETY: `dots` comes from a kernel table, which proved the CPU has the features.
             unsafe {
-                if self.dots.bf16 {
+                if self.bf16_scores {
                     dot_bf16(&self.q_words, keys, st, ntok, rw);
                 } else {
                     dot_int8(&self.q_words, &self.q_sums, keys, st, ntok, rw);
@@ -433,14 +437,13 @@ impl<S: Simd> Lanes<S> {
         false
     }
 
-    /// `ot += sum_t p[t] v_t` over the tile's values `v_rows` (as stored). bf16: over pairs of
-    /// keys, an odd tile padded with a zero key.
+    /// `ot += sum_t p[t] v_t` over the tile's values `v_rows` (as stored). bf16 and int8: in
+    /// bf16 pairs of keys (the probabilities rounded already), an odd tile padded with a zero key.
     #[inline(always)]
     fn accumulate<F: WordFormat>(&mut self, simd: S, v_rows: &[u32], ntok: usize) {
         let (rv, slots) = (self.rv, self.slots);
-        let rw = v_rows.len() / ntok;
-        if self.dtype != KvDtype::Bf16 {
-            decode_rows::<S, F>(simd, v_rows, rw, &mut self.v_tile);
+        decode_rows::<S, F>(simd, v_rows, v_rows.len() / ntok, &mut self.v_tile);
+        if self.dtype == KvDtype::F32 {
             let values = Broadcast {
                 values: &self.v_tile,
                 k_stride: slots,
@@ -452,21 +455,21 @@ impl<S: Simd> Lanes<S> {
         }
         let depth = ntok.next_multiple_of(2);
         self.st[ntok * rv..depth * rv].fill(simd.splat_f32s(0.0));
+        self.v_tile[ntok * slots..depth * slots].fill(0.0);
         #[cfg(target_arch = "x86_64")]
-        if self.dots.bf16 {
-            self.pack_pairs(v_rows, rw, ntok);
+        if self.bf16_values {
+            self.pack_pairs(depth);
             let values = super::dots_avx512::Words {
                 words: &self.v_words,
                 k_stride: slots,
                 col_stride: 1,
             };
             let ot: &mut [f32] = bytemuck::cast_slice_mut(&mut self.ot);
-            // SAFETY: `dots` comes from a kernel table, which proved the CPU has AVX512-BF16.
+            // SAFETY: `bf16_values` comes from a kernel table, which proved the CPU has
+            // AVX512-BF16.
             unsafe { super::dots_avx512::dot_bf16(&self.p_words, values, ot, slots, depth / 2) };
             return;
         }
-        decode_rows::<S, F>(simd, v_rows, rw, &mut self.v_tile);
-        self.v_tile[ntok * slots..depth * slots].fill(0.0);
         let values = Broadcast {
             values: &self.v_tile,
             k_stride: slots,
@@ -476,30 +479,24 @@ impl<S: Simd> Lanes<S> {
         product::<S, { Order::ADJACENT_PAIRS }>(simd, st, values, &mut self.ot, slots, depth);
     }
 
-    /// `vdpbf16ps` P V: the probabilities (rounded already) and the stored values of the tile as
-    /// bf16 pairs of keys `(2i, 2i + 1)` (low half the even key), a missing last key zero.
-    fn pack_pairs(&mut self, v_rows: &[u32], rw: usize, ntok: usize) {
+    /// `vdpbf16ps` P V: the first `depth` (even) probabilities and decoded values of the tile,
+    /// bf16 already, as pairs of keys `(2i, 2i + 1)`, the even key in the low half.
+    fn pack_pairs(&mut self, depth: usize) {
         let slots = self.slots;
-        let st: &[f32] = bytemuck::cast_slice(&self.st);
-        for (i, pair) in self.p_words.chunks_exact_mut(BLOCK_ROWS).enumerate() {
-            if 2 * i >= ntok {
-                break;
-            }
-            let (even, odd) = (&st[2 * i * BLOCK_ROWS..], &st[(2 * i + 1) * BLOCK_ROWS..]);
-            for r in 0..BLOCK_ROWS {
-                pair[r] = (even[r].to_bits() >> 16) | (odd[r].to_bits() & 0xffff_0000);
-            }
+        let st: &[f32] = bytemuck::cast_slice(&self.st[..depth * self.rv]);
+        for (pair, keys) in self
+            .p_words
+            .chunks_exact_mut(BLOCK_ROWS)
+            .zip(st.chunks_exact(2 * BLOCK_ROWS))
+        {
+            pack_bf16_pair(&keys[..BLOCK_ROWS], &keys[BLOCK_ROWS..], pair);
         }
-        for (i, pair) in self.v_words.chunks_exact_mut(slots).enumerate() {
-            if 2 * i >= ntok {
-                break;
-            }
-            let even = &v_rows[2 * i * rw..][..rw];
-            let (low, high) = pair.split_at_mut(rw);
-            match v_rows.get((2 * i + 1) * rw..(2 * i + 2) * rw) {
-                Some(odd) => pack_value_pair(even, odd, low, high),
-                None => pack_value_pair(even, &vec![0; rw], low, high),
-            }
+        for (pair, keys) in self
+            .v_words
+            .chunks_exact_mut(slots)
+            .zip(self.v_tile[..depth * slots].chunks_exact(2 * slots))
+        {
+            pack_bf16_pair(&keys[..slots], &keys[slots..], pair);
         }
     }
 

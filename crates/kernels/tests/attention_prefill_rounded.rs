@@ -1,11 +1,12 @@
-//! Prefill over a bf16 cache, with every kernel table (AMX tiles, and the query rows in the
-//! vector lanes at every level, `vdpbf16ps` or fused multiply-adds), equals naive attention + gate
-//! on the queries as the kernels use them (rounded to bf16), on the stored K/V, within a bound
-//! derived from the probabilities' rounding: shapes with tails (head dims 64 and 128, and 40, 72
+//! Prefill over a bf16 or int8 cache, with every kernel table (AMX tiles, and the query rows in
+//! the vector lanes at every level, on `vdpbf16ps`/`vpdpbusd` or fused multiply-adds), equals
+//! naive attention + gate on the queries as the kernels use them (rounded to bf16, or to int8),
+//! on the stored K/V, within a bound derived from the probabilities' rounding to bf16: shapes with tails (head dims 64 and 128, and 40, 72
 //! and 65 for the vector lanes; lengths not multiples of the 16-key tiles, the 64-key steps or the
 //! key pairs), chunks on top of a cache, GQA groups 1, 2 and 4, every gate.
 //!
-//! The bound: the kernels weigh key `k` by `p_k (1 + d_k)`, `|d_k| <= u = 2^-8` (bf16 rounding to
+//! The bound (int8: the weights `p_k` times V's scale are rounded, their sum is not, which only
+//! tightens it): the kernels weigh key `k` by `p_k (1 + d_k)`, `|d_k| <= u = 2^-8` (bf16 rounding to
 //! nearest), and divide by the sum of the weights as rounded, so each normalized weight `w_k`
 //! moves by at most `w_k * 2u / (1 - u)` and an output element by at most
 //! `2u / (1 - u) * sum_k w_k |v_k|` (the sigmoid gate only shrinks it). The scores are exact
@@ -17,6 +18,7 @@ mod support;
 
 use gattn_kernels::attention::{
     AttentionCall, AttentionShape, AttentionStats, KvDtype, prefill_on, prefill_uses_amx_tiles,
+    queries_as_used,
 };
 use gattn_kernels::reference::{apply_output_gate, causal_attention};
 use gattn_kernels::{KernelTable, SimdLevel};
@@ -28,6 +30,7 @@ const BF16_UNIT_ROUNDOFF: f32 = 1.0 / 256.0;
 
 #[derive(Debug, Clone)]
 struct Case {
+    dtype: KvDtype,
     num_kv_heads: usize,
     group: usize,
     head_dim: usize,
@@ -43,27 +46,33 @@ struct Case {
 fn cases() -> impl Strategy<Value = Case> {
     (
         (1usize..=2, prop::sample::select(vec![1usize, 2, 4])),
-        prop::sample::select(vec![64usize, 128, 40, 72, 65]),
+        (
+            prop::sample::select(vec![KvDtype::Bf16, KvDtype::Int8]),
+            prop::sample::select(vec![64usize, 128, 40, 72, 65]),
+        ),
         0u8..3,
         prop_oneof![3 => 1usize..=200, 1 => 200usize..=1500],
         0usize..40,
         any::<u64>(),
         prop::sample::select(vec![0.5f32, 2.0, 8.0, 30.0]),
     )
-        .prop_flat_map(|((kvh, group), d, gate_mode, end, extra, seed, amp)| {
-            let max_n = if end > 200 { 24 } else { 80 }.min(end);
-            (1..=max_n).prop_map(move |n| Case {
-                num_kv_heads: kvh,
-                group,
-                head_dim: d,
-                gate_mode,
-                kv_len: end + extra,
-                q_start: end - n,
-                n,
-                q_amplitude: amp,
-                seed,
-            })
-        })
+        .prop_flat_map(
+            |((kvh, group), (dtype, d), gate_mode, end, extra, seed, amp)| {
+                let max_n = if end > 200 { 24 } else { 80 }.min(end);
+                (1..=max_n).prop_map(move |n| Case {
+                    dtype,
+                    num_kv_heads: kvh,
+                    group,
+                    head_dim: d,
+                    gate_mode,
+                    kv_len: end + extra,
+                    q_start: end - n,
+                    n,
+                    q_amplitude: amp,
+                    seed,
+                })
+            },
+        )
 }
 
 /// The AVX-512 kernel table with the AMX entries, where this machine has them.
@@ -92,7 +101,11 @@ fn check(case: &Case, table: &KernelTable) -> Result<(), TestCaseError> {
     let q = random_vec(&mut rng, n * heads * d, case.q_amplitude);
     let gate_scores = random_gate(&mut rng, case.gate_mode, n, shape);
     let gate = gate_of(case.gate_mode, &gate_scores);
-    let layer = layer_from(KvDtype::Bf16, shape, &k, &v);
+    let layer = layer_from(case.dtype, shape, &k, &v);
+    let queries_used = match case.dtype {
+        KvDtype::Bf16 => round_to_bf16(&q),
+        dtype => queries_as_used(dtype, &q, d).into_owned(),
+    };
 
     // The reference on the stored K/V and the rounded queries, with its probabilities.
     let keys = case.q_start + n;
@@ -108,7 +121,7 @@ fn check(case: &Case, table: &KernelTable) -> Result<(), TestCaseError> {
     let mut probs = vec![0.0; n * heads * keys];
     causal_attention(
         shape,
-        &round_to_bf16(&q),
+        &queries_used,
         case.q_start,
         n,
         &k_heads,
@@ -198,7 +211,7 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
     #[test]
-    fn bf16_prefill_matches_reference_within_bound(case in cases()) {
+    fn rounded_prefill_matches_reference_within_bound(case in cases()) {
         for table in tables_under_test() {
             check(&case, table)?;
         }
@@ -208,9 +221,15 @@ proptest! {
 /// A long chunk on top of a cache: several blocks per KV head and several 64-key steps, the
 /// diagonal steps masked inside a tile.
 #[test]
-fn bf16_prefill_long_chunk_on_a_cache() {
-    for (group, head_dim, gate_mode) in [(2, 128, 1u8), (4, 64, 2), (1, 128, 0)] {
+fn rounded_prefill_long_chunk_on_a_cache() {
+    let shapes = [(2, 128, 1u8), (4, 64, 2), (1, 128, 0)];
+    for ((group, head_dim, gate_mode), dtype) in
+        shapes
+            .into_iter()
+            .zip([KvDtype::Bf16, KvDtype::Int8, KvDtype::Bf16])
+    {
         let case = Case {
+            dtype,
             num_kv_heads: 2,
             group,
             head_dim,
