@@ -97,10 +97,10 @@ impl PeakInstruction {
 }
 
 /// The instruction attention's prefill runs its products on with `table`, a `dtype` cache and
-/// `head_dim`: AMX tiles where [`prefill_uses_amx_tiles`], `vdpbf16ps` for a bf16 cache where the
-/// CPU has AVX512-BF16, else the f32 FMA of the table's level (an int8 cache's scores on
-/// `vpdpbusd` are not counted: its values are summed with FMAs either way). `None` at the
-/// scalar level.
+/// `head_dim`: AMX tiles where [`prefill_uses_amx_tiles`], `vdpbf16ps` for a bf16 or int8 cache
+/// where the CPU has AVX512-BF16 (an int8 cache's scores run on `vpdpbusd`, twice as fast per
+/// instruction, and are counted at `vdpbf16ps`'s rate), else the f32 FMA of the table's level.
+/// `None` at the scalar level.
 pub fn attention_prefill_peak(
     table: &KernelTable,
     dtype: KvDtype,
@@ -109,7 +109,7 @@ pub fn attention_prefill_peak(
     if prefill_uses_amx_tiles(table, dtype, head_dim) {
         return Some(PeakInstruction::AmxBf16Tile);
     }
-    if dtype == KvDtype::Bf16 && table.lane_dots().bf16 {
+    if dtype != KvDtype::F32 && table.lane_dots().bf16 {
         return Some(PeakInstruction::Avx512Bf16Dot);
     }
     PeakInstruction::vector_fma(table.level())

@@ -222,6 +222,16 @@ fn flush_denormal<S: Simd>(simd: S, x: S::f32s) -> S::f32s {
     simd.transmute_f32s_u32s(simd.select_u32s(tiny, sign, bits))
 }
 
+/// Two keys' stored bf16 rows as pairs: `low[w]` holds element `2w` of both, `high[w]` element
+/// `2w + 1`, the even key in the low half.
+#[inline(always)]
+fn pack_word_pair(even: &[u32], odd: &[u32], low: &mut [u32], high: &mut [u32]) {
+    for (((&a, &b), low), high) in even.iter().zip(odd).zip(low).zip(high) {
+        *low = (a & 0xffff) | (b << 16);
+        *high = (a >> 16) | (b & 0xffff_0000);
+    }
+}
+
 /// Two rows of bf16 values (in f32) as one row of pairs, `even` in the low halves.
 #[inline(always)]
 fn pack_bf16_pair(even: &[f32], odd: &[f32], pairs: &mut [u32]) {
@@ -442,23 +452,19 @@ impl<S: Simd> Lanes<S> {
     #[inline(always)]
     fn accumulate<F: WordFormat>(&mut self, simd: S, v_rows: &[u32], ntok: usize) {
         let (rv, slots) = (self.rv, self.slots);
-        decode_rows::<S, F>(simd, v_rows, v_rows.len() / ntok, &mut self.v_tile);
-        if self.dtype == KvDtype::F32 {
-            let values = Broadcast {
-                values: &self.v_tile,
-                k_stride: slots,
-                col_stride: 1,
-            };
-            let st = &self.st[..ntok * rv];
-            product::<S, { Order::SEQUENTIAL }>(simd, st, values, &mut self.ot, slots, ntok);
-            return;
-        }
+        let rw = v_rows.len() / ntok;
         let depth = ntok.next_multiple_of(2);
         self.st[ntok * rv..depth * rv].fill(simd.splat_f32s(0.0));
-        self.v_tile[ntok * slots..depth * slots].fill(0.0);
         #[cfg(target_arch = "x86_64")]
         if self.bf16_values {
-            self.pack_pairs(depth);
+            if self.dtype == KvDtype::Bf16 {
+                self.pack_stored_values(v_rows, rw, ntok);
+            } else {
+                decode_rows::<S, F>(simd, v_rows, rw, &mut self.v_tile);
+                self.v_tile[ntok * slots..depth * slots].fill(0.0);
+                self.pack_decoded_values(depth);
+            }
+            self.pack_probabilities(depth);
             let values = super::dots_avx512::Words {
                 words: &self.v_words,
                 k_stride: slots,
@@ -470,6 +476,18 @@ impl<S: Simd> Lanes<S> {
             unsafe { super::dots_avx512::dot_bf16(&self.p_words, values, ot, slots, depth / 2) };
             return;
         }
+        decode_rows::<S, F>(simd, v_rows, rw, &mut self.v_tile);
+        if self.dtype == KvDtype::F32 {
+            let st = &self.st[..ntok * rv];
+            let values = Broadcast {
+                values: &self.v_tile,
+                k_stride: slots,
+                col_stride: 1,
+            };
+            product::<S, { Order::SEQUENTIAL }>(simd, st, values, &mut self.ot, slots, ntok);
+            return;
+        }
+        self.v_tile[ntok * slots..depth * slots].fill(0.0);
         let values = Broadcast {
             values: &self.v_tile,
             k_stride: slots,
@@ -479,10 +497,9 @@ impl<S: Simd> Lanes<S> {
         product::<S, { Order::ADJACENT_PAIRS }>(simd, st, values, &mut self.ot, slots, depth);
     }
 
-    /// `vdpbf16ps` P V: the first `depth` (even) probabilities and decoded values of the tile,
-    /// bf16 already, as pairs of keys `(2i, 2i + 1)`, the even key in the low half.
-    fn pack_pairs(&mut self, depth: usize) {
-        let slots = self.slots;
+    /// `vdpbf16ps` P V: the tile's first `depth` (even) probabilities, bf16 already, as pairs of
+    /// keys `(2i, 2i + 1)`, the even key in the low half.
+    fn pack_probabilities(&mut self, depth: usize) {
         let st: &[f32] = bytemuck::cast_slice(&self.st[..depth * self.rv]);
         for (pair, keys) in self
             .p_words
@@ -491,12 +508,36 @@ impl<S: Simd> Lanes<S> {
         {
             pack_bf16_pair(&keys[..BLOCK_ROWS], &keys[BLOCK_ROWS..], pair);
         }
+    }
+
+    /// `vdpbf16ps` P V over an int8 cache: the decoded values (integers, exact in bf16) of the
+    /// tile's first `depth` keys as pairs of keys.
+    fn pack_decoded_values(&mut self, depth: usize) {
+        let slots = self.slots;
         for (pair, keys) in self
             .v_words
             .chunks_exact_mut(slots)
             .zip(self.v_tile[..depth * slots].chunks_exact(2 * slots))
         {
             pack_bf16_pair(&keys[..slots], &keys[slots..], pair);
+        }
+    }
+
+    /// `vdpbf16ps` P V over a bf16 cache: the stored words of the tile's `ntok` keys as pairs of
+    /// keys (no decoding: slot `w` takes the low halves, slot `rw + w` the high ones), a missing
+    /// last key zero.
+    fn pack_stored_values(&mut self, v_rows: &[u32], rw: usize, ntok: usize) {
+        let slots = self.slots;
+        for (i, pair) in self.v_words.chunks_exact_mut(slots).enumerate() {
+            if 2 * i >= ntok {
+                break;
+            }
+            let even = &v_rows[2 * i * rw..][..rw];
+            let (low, high) = pair.split_at_mut(rw);
+            match v_rows.get((2 * i + 1) * rw..(2 * i + 2) * rw) {
+                Some(odd) => pack_word_pair(even, odd, low, high),
+                None => pack_word_pair(even, &vec![0; rw], low, high),
+            }
         }
     }
 
