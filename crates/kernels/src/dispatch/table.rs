@@ -223,16 +223,12 @@ impl KernelTable {
         match (self.level, self.amx) {
             (_, true) => {
                 "amx tdpbf16ps tiles for a bf16 cache at head_dim a multiple of 32 (not bit-identical to \
-                 the other levels), else query rows in avx512 lanes"
+                 the other levels), else query rows in avx512 lanes: vdpbf16ps, vpdpbusd int8 scores"
             }
             (SimdLevel::Avx512, false) => match (self.lane_dots.bf16, self.lane_dots.int8) {
-                (true, true) => {
-                    "query rows in avx512 lanes: vdpbf16ps (bf16 cache), vpdpbusd scores (int8 cache)"
-                }
-                (true, false) => "query rows in avx512 lanes: vdpbf16ps (bf16 cache), else fma",
-                (false, true) => {
-                    "query rows in avx512 lanes: vpdpbusd scores (int8 cache), else fma"
-                }
+                (true, true) => "query rows in avx512 lanes: vdpbf16ps, vpdpbusd int8 scores",
+                (true, false) => "query rows in avx512 lanes: vdpbf16ps, fma int8 scores",
+                (false, true) => "query rows in avx512 lanes: fma, vpdpbusd int8 scores",
                 (false, false) => "query rows in avx512 lanes, fma",
             },
             (SimdLevel::Avx2, _) => "query rows in avx2 lanes, fma",
