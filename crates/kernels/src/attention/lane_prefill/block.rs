@@ -222,24 +222,6 @@ fn flush_denormal<S: Simd>(simd: S, x: S::f32s) -> S::f32s {
     simd.transmute_f32s_u32s(simd.select_u32s(tiny, sign, bits))
 }
 
-/// Two keys' stored bf16 rows as pairs: `low[w]` holds element `2w` of both, `high[w]` element
-/// `2w + 1`, the even key in the low half.
-#[inline(always)]
-fn pack_word_pair(even: &[u32], odd: &[u32], low: &mut [u32], high: &mut [u32]) {
-    for (((&a, &b), low), high) in even.iter().zip(odd).zip(low).zip(high) {
-        *low = (a & 0xffff) | (b << 16);
-        *high = (a >> 16) | (b & 0xffff_0000);
-    }
-}
-
-/// Two rows of bf16 values (in f32) as one row of pairs, `even` in the low halves.
-#[inline(always)]
-fn pack_bf16_pair(even: &[f32], odd: &[f32], pairs: &mut [u32]) {
-    for ((&a, &b), pair) in even.iter().zip(odd).zip(pairs) {
-        *pair = (a.to_bits() >> 16) | (b.to_bits() & 0xffff_0000);
-    }
-}
-
 impl<S: Simd> Lanes<S> {
     /// The rows' queries into `qt` (and int8 K: their scales), their positions; lanes past the
     /// rows get zero queries at the last row's position.
@@ -499,6 +481,7 @@ impl<S: Simd> Lanes<S> {
 
     /// `vdpbf16ps` P V: the tile's first `depth` (even) probabilities, bf16 already, as pairs of
     /// keys `(2i, 2i + 1)`, the even key in the low half.
+    #[cfg(target_arch = "x86_64")]
     fn pack_probabilities(&mut self, depth: usize) {
         let st: &[f32] = bytemuck::cast_slice(&self.st[..depth * self.rv]);
         for (pair, keys) in self
@@ -506,12 +489,16 @@ impl<S: Simd> Lanes<S> {
             .chunks_exact_mut(BLOCK_ROWS)
             .zip(st.chunks_exact(2 * BLOCK_ROWS))
         {
-            pack_bf16_pair(&keys[..BLOCK_ROWS], &keys[BLOCK_ROWS..], pair);
+            // SAFETY: only the dot-product path packs, on a CPU with AVX-512.
+            unsafe {
+                super::dots_avx512::pack_value_pairs(&keys[..BLOCK_ROWS], &keys[BLOCK_ROWS..], pair)
+            };
         }
     }
 
     /// `vdpbf16ps` P V over an int8 cache: the decoded values (integers, exact in bf16) of the
     /// tile's first `depth` keys as pairs of keys.
+    #[cfg(target_arch = "x86_64")]
     fn pack_decoded_values(&mut self, depth: usize) {
         let slots = self.slots;
         for (pair, keys) in self
@@ -519,13 +506,15 @@ impl<S: Simd> Lanes<S> {
             .chunks_exact_mut(slots)
             .zip(self.v_tile[..depth * slots].chunks_exact(2 * slots))
         {
-            pack_bf16_pair(&keys[..slots], &keys[slots..], pair);
+            // SAFETY: as above.
+            unsafe { super::dots_avx512::pack_value_pairs(&keys[..slots], &keys[slots..], pair) };
         }
     }
 
     /// `vdpbf16ps` P V over a bf16 cache: the stored words of the tile's `ntok` keys as pairs of
     /// keys (no decoding: slot `w` takes the low halves, slot `rw + w` the high ones), a missing
     /// last key zero.
+    #[cfg(target_arch = "x86_64")]
     fn pack_stored_values(&mut self, v_rows: &[u32], rw: usize, ntok: usize) {
         let slots = self.slots;
         for (i, pair) in self.v_words.chunks_exact_mut(slots).enumerate() {
@@ -535,8 +524,12 @@ impl<S: Simd> Lanes<S> {
             let even = &v_rows[2 * i * rw..][..rw];
             let (low, high) = pair.split_at_mut(rw);
             match v_rows.get((2 * i + 1) * rw..(2 * i + 2) * rw) {
-                Some(odd) => pack_word_pair(even, odd, low, high),
-                None => pack_word_pair(even, &vec![0; rw], low, high),
+                // SAFETY: only the dot-product path packs, on a CPU with AVX-512.
+                Some(odd) => unsafe { super::dots_avx512::pack_word_pairs(even, odd, low, high) },
+                // SAFETY: as above.
+                None => unsafe {
+                    super::dots_avx512::pack_word_pairs(even, &vec![0; rw], low, high)
+                },
             }
         }
     }

@@ -168,6 +168,25 @@ unsafe fn tile_int8<const NC: usize>(
     }
 }
 
+/// Two rows of bf16 values (in f32) as one row of pairs, `even` in the low halves. (Here, not in
+/// the block, for the AVX-512 code generation: inlined into the block it came out slower.)
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+pub(super) fn pack_value_pairs(even: &[f32], odd: &[f32], pairs: &mut [u32]) {
+    for ((&a, &b), pair) in even.iter().zip(odd).zip(pairs) {
+        *pair = (a.to_bits() >> 16) | (b.to_bits() & 0xffff_0000);
+    }
+}
+
+/// Two keys' stored bf16 rows as pairs: `low[w]` holds element `2w` of both, `high[w]` element
+/// `2w + 1`, the even key in the low half.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+pub(super) fn pack_word_pairs(even: &[u32], odd: &[u32], low: &mut [u32], high: &mut [u32]) {
+    for (((&a, &b), low), high) in even.iter().zip(odd).zip(low).zip(high) {
+        *low = (a & 0xffff) | (b << 16);
+        *high = (a >> 16) | (b & 0xffff_0000);
+    }
+}
+
 #[inline(always)]
 fn as_bh(v: __m512i) -> __m512bh {
     // SAFETY: 32 bf16 in a 64-byte value, reinterpreted as its bits.
