@@ -89,6 +89,7 @@ impl WithSimd for LaneBlock<'_> {
 
 /// The block's working set: the operands and accumulators of the microkernel as registers of
 /// `rv = BLOCK_ROWS / L` lanes each.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // the dot-product fields are x86-64's
 struct Lanes<S: Simd> {
     rv: usize,
     slots: usize,
