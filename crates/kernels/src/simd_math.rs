@@ -67,3 +67,77 @@ pub(crate) fn round_bf16_scalar(x: f32) -> f32 {
         f32::from_bits(rounded)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SimdLevel;
+    use crate::dispatch::run_at;
+    use pulp::WithSimd;
+
+    struct Round<'a>(&'a [f32]);
+
+    impl WithSimd for Round<'_> {
+        type Output = Vec<f32>;
+        #[inline(always)]
+        fn with_simd<S: Simd>(self, simd: S) -> Vec<f32> {
+            let mut out = self.0.to_vec();
+            let (head, _) = S::as_mut_simd_f32s(&mut out);
+            for x in head {
+                *x = round_bf16(simd, *x);
+            }
+            out
+        }
+    }
+
+    /// Ties, carries into the exponent, overflow to infinity, denormals, zeros, NaNs: every level
+    /// gives the scalar rounding's bits, which are half's round-to-nearest-even where the result
+    /// is a normal bf16 and a signed zero below that.
+    #[test]
+    fn bf16_rounding_is_the_same_everywhere_and_to_nearest_even() {
+        let mut values: Vec<f32> = vec![
+            1.0,
+            -1.0,
+            f32::from_bits(0x3f80_8000), // a tie, even below: down
+            f32::from_bits(0x3f81_8000), // a tie, odd below: up
+            f32::from_bits(0x3fff_ffff), // carries into the exponent
+            f32::MAX,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::MIN_POSITIVE,
+            f32::from_bits(0x007f_ffff), // denormal that rounds up to the smallest normal
+            f32::from_bits(0x0000_0001),
+            -f32::from_bits(0x0040_0000),
+            0.0,
+            -0.0,
+            f32::NAN,
+            f32::from_bits(0x7fff_ffff), // a NaN whose rounding would carry into the sign
+        ];
+        values.extend((0..4000u32).map(|i| f32::from_bits(i.wrapping_mul(2_654_435_761))));
+        values.resize(values.len().next_multiple_of(16), 1.5);
+        let want: Vec<f32> = values.iter().map(|&x| round_bf16_scalar(x)).collect();
+        for (&x, &r) in values.iter().zip(&want) {
+            if x.is_nan() {
+                assert!(r.is_nan(), "{x:e}");
+                continue;
+            }
+            let nearest = half::bf16::from_f32(x).to_f32();
+            if nearest.is_normal() || nearest.is_infinite() {
+                assert_eq!(r.to_bits(), nearest.to_bits(), "{x:e}");
+            } else {
+                assert_eq!(
+                    r.to_bits(),
+                    (x.to_bits() & 0x8000_0000),
+                    "{x:e}: a signed zero"
+                );
+            }
+        }
+        for level in SimdLevel::all_supported() {
+            let got = run_at(level, Round(&values));
+            for ((&x, &g), &w) in values.iter().zip(&got).zip(&want) {
+                let same = g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan());
+                assert!(same, "{level:?}: {x:e} -> {g:e}, want {w:e}");
+            }
+        }
+    }
+}
