@@ -63,15 +63,24 @@ impl BlockState {
     /// Row `r`'s accumulator in element order (`dst.len()` = head_dim).
     pub(super) fn gather_row(&self, r: usize, dst: &mut [f32]) {
         let (rw, epw) = (self.row_words, self.elems_per_word);
-        for (e, x) in dst.iter_mut().enumerate() {
-            *x = self.acc[slot(e, rw, epw) * BLOCK_ROWS + r];
-        }
+        for_each_slot(dst, rw, epw, |x, slot| *x = self.acc[slot * BLOCK_ROWS + r]);
     }
 }
 
-/// The slot of element `e` (see the module doc).
-fn slot(e: usize, row_words: usize, elems_per_word: usize) -> usize {
-    (e % elems_per_word) * row_words + e / elems_per_word
+/// Calls `f(element, slot)` for the elements of one row (`row_words` words of `elems_per_word`),
+/// word by word: no division per element (this runs for every row of every block).
+#[inline(always)]
+fn for_each_slot<T>(
+    row: &mut [T],
+    row_words: usize,
+    elems_per_word: usize,
+    mut f: impl FnMut(&mut T, usize),
+) {
+    for (w, word) in row.chunks_mut(elems_per_word).enumerate() {
+        for (j, x) in word.iter_mut().enumerate() {
+            f(x, j * row_words + w);
+        }
+    }
 }
 
 impl WithSimd for LaneBlock<'_> {
@@ -240,9 +249,9 @@ impl<S: Simd> Lanes<S> {
             let q_scale: &mut [f32] = bytemuck::cast_slice_mut(&mut self.q_scale);
             for r in 0..rows.len() {
                 rounded.integer_row(r, &mut integers);
-                for (e, &x) in integers.iter().enumerate() {
-                    qt[slot(e, rw, epw) * BLOCK_ROWS + r] = x;
-                }
+                for_each_slot(&mut integers, rw, epw, |x, slot| {
+                    qt[slot * BLOCK_ROWS + r] = *x;
+                });
                 q_scale[r] = rounded.scale(r);
                 self.q_sums[r] = integers.iter().map(|&x| x as i32).sum();
             }
@@ -250,14 +259,16 @@ impl<S: Simd> Lanes<S> {
             // bf16 K: rounded as the dot-product instructions take them, the scale applied to
             // the scores (as the AMX tiles do).
             let bf16 = kv.dtype == KvDtype::Bf16;
+            let mut query = vec![0.0f32; d];
             for (r, row) in rows.iter().enumerate() {
-                for (e, &x) in q[row.q_offset..][..d].iter().enumerate() {
-                    qt[slot(e, rw, epw) * BLOCK_ROWS + r] = if bf16 {
-                        round_bf16_scalar(x)
+                query.copy_from_slice(&q[row.q_offset..][..d]);
+                for_each_slot(&mut query, rw, epw, |x, slot| {
+                    qt[slot * BLOCK_ROWS + r] = if bf16 {
+                        round_bf16_scalar(*x)
                     } else {
-                        x * scale
+                        *x * scale
                     };
-                }
+                });
             }
         }
         self.pack_query_words(rw, epw);
