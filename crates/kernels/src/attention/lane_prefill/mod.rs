@@ -1,8 +1,9 @@
 //! Prefill on the vector units (every level without AMX tiles for the cache, scalar included):
 //! flash attention with the query rows in the SIMD lanes. A block of 32 rows (query positions
 //! times the query heads of one KV head: GQA shares every K/V tile) multiplies each K and V tile
-//! as two small matrix products on register tiles (`product`), with the online softmax of all
-//! its rows on whole registers between them (`block`); the gate is fused in the shared epilogue.
+//! as two small matrix products on register tiles (`product`; on AVX-512 with BF16/VNNI the
+//! dot-product instructions of `dots_avx512`, same bits), with the online softmax of all its rows
+//! on whole registers between them (`block`); the gate is fused in the shared epilogue.
 //!
 //! Why the rows in the lanes: the dot products then need no horizontal sums, each lane sums in
 //! one order whatever the width (so every level gives the same bits), and each stored K/V row is
@@ -31,7 +32,7 @@ use block::{BLOCK_ROWS, LaneBlock};
 /// gives the bits of the generic path, faster.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct LaneDots {
-    /// `vdpbf16ps` for both products over a bf16 cache.
+    /// `vdpbf16ps` for both products over a bf16 cache and for `P V` over an int8 one.
     pub bf16: bool,
     /// `vpdpbusd` for the scores over int8 keys.
     pub int8: bool,
