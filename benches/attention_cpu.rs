@@ -6,7 +6,7 @@
 //! - prefill of `GATTN_BENCH_CPU_QUERIES` (128) queries after `GATTN_BENCH_CPU_OFFSET` (4096)
 //!   cached keys: GFLOP per CPU-second (4 * head_dim FLOP per query-key pair), its ratio to the
 //!   f32 FMA peak and to the peak of the instruction prefill runs on for that cache
-//!   (`matrix_peak::attention_prefill_peak`: `vdpbf16ps` for bf16 where the CPU has it);
+//!   (`matrix_peak::attention_prefill_peak`: `vdpbf16ps` for bf16 and int8 where the CPU has it);
 //! - decode of one query after the same offset: GB of K/V read per CPU-second.
 //!
 //! `cargo bench -p gattn-benches --bench attention_cpu`; `GATTN_BENCH_ATTN_DTYPES=bf16,int8,f32`
