@@ -561,3 +561,79 @@ impl<S: Simd> Lanes<S> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SimdLevel;
+    use crate::attention::kv::KvLayer;
+    use crate::dispatch::{cpu_features, run_at};
+
+    fn pseudo_random(seed: u32, len: usize, amplitude: f32) -> Vec<f32> {
+        (0..len as u32)
+            .map(|i| {
+                let x = (i ^ seed).wrapping_mul(2_654_435_761).rotate_left(13) % 20_001;
+                (x as f32 / 10_000.0 - 1.0) * amplitude
+            })
+            .collect()
+    }
+
+    /// Every combination of dot-product kernels this CPU has (a VNNI-only CPU uses `vpdpbusd`
+    /// without `vdpbf16ps`, say) gives the generic path's bits, on a tile tail (odd keys) and a
+    /// head dim that is not a multiple of the words' elements.
+    #[test]
+    fn every_combination_of_dot_kernels_gives_the_generic_bits() {
+        let features = cpu_features();
+        if !SimdLevel::Avx512.is_supported() {
+            eprintln!("skipped: no AVX-512 (the dot-product kernels are AVX-512's)");
+            return;
+        }
+        let level = SimdLevel::Avx512;
+        for dtype in [KvDtype::Bf16, KvDtype::Int8] {
+            for head_dim in [128usize, 72, 65] {
+                let kv_len = 203;
+                let mut layer = KvLayer::new(dtype, 1, head_dim).unwrap();
+                layer.reserve(kv_len).unwrap();
+                let k = pseudo_random(1, kv_len * head_dim, 1.0);
+                let v = pseudo_random(2, kv_len * head_dim, 1.0);
+                layer.append(&k, &v).unwrap();
+                let q = pseudo_random(3, 5 * head_dim, 4.0);
+                let rows: Vec<QueryRow> = (0..5)
+                    .map(|t| QueryRow {
+                        q_offset: t * head_dim,
+                        position: kv_len - 5 + t,
+                    })
+                    .collect();
+                let run = |bf16: bool, int8: bool| {
+                    let block = LaneBlock {
+                        kv: layer.head(0),
+                        q: &q,
+                        rows: &rows,
+                        dots: LaneDots { bf16, int8 },
+                    };
+                    let state = run_at(level, block);
+                    let mut acc = vec![0.0; head_dim];
+                    let mut bits: Vec<u32> = Vec::new();
+                    for r in 0..rows.len() {
+                        state.gather_row(r, &mut acc);
+                        bits.extend(acc.iter().map(|x| x.to_bits()));
+                        bits.extend([state.m[r], state.l[r], state.s0[r]].map(f32::to_bits));
+                    }
+                    bits
+                };
+                let generic = run(false, false);
+                let combinations = [
+                    (features.avx512_bf16, false),
+                    (false, features.avx512_vnni),
+                    (features.avx512_bf16, features.avx512_vnni),
+                ];
+                for (bf16, int8) in combinations {
+                    assert!(
+                        run(bf16, int8) == generic,
+                        "{dtype:?}, head_dim {head_dim}: bf16 {bf16}, int8 {int8}"
+                    );
+                }
+            }
+        }
+    }
+}
