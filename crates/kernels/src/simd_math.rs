@@ -54,13 +54,19 @@ pub(crate) fn round_bf16<S: Simd>(simd: S, x: S::f32s) -> S::f32s {
     simd.transmute_f32s_u32s(simd.select_u32s(is_number, flushed, nan))
 }
 
-/// [`round_bf16`] on one value.
+/// `half::bf16::from_f32(v).to_bits()` (round to nearest even, NaNs kept and made quiet),
+/// written without branches so that it vectorizes (the KV cache's bf16 encoding).
+#[inline(always)]
+pub(crate) fn bf16_bits(v: f32) -> u32 {
+    let bits = v.to_bits();
+    let rounded = bits.wrapping_add(0x7fff + ((bits >> 16) & 1)) >> 16;
+    let quiet_nan = (bits >> 16) | 0x40;
+    if v.is_nan() { quiet_nan } else { rounded }
+}
+
+/// [`round_bf16`] on one value: [`bf16_bits`] with denormals flushed.
 pub(crate) fn round_bf16_scalar(x: f32) -> f32 {
-    if x.is_nan() {
-        return f32::from_bits((x.to_bits() & 0xffff_0000) | 0x0040_0000);
-    }
-    let bits = x.to_bits();
-    let rounded = bits.wrapping_add(0x7fff + ((bits >> 16) & 1)) & 0xffff_0000;
+    let rounded = bf16_bits(x) << 16;
     if rounded & 0x7f80_0000 == 0 {
         f32::from_bits(rounded & 0x8000_0000)
     } else {

@@ -8,6 +8,7 @@
 
 use super::kv::KvDtype;
 use crate::dispatch::KernelTable;
+use crate::simd_math::bf16_bits;
 
 /// One row's encoder (a kernel table entry): `x` into `words`, returning the int8 scale.
 ///
@@ -70,16 +71,6 @@ pub(crate) fn encode_row_generic(dtype: KvDtype, x: &[f32], words: &mut [u32]) -
             scale
         }
     }
-}
-
-/// `half::bf16::from_f32(v).to_bits()` (round to nearest even, NaNs kept and made quiet),
-/// written without branches so that it vectorizes.
-#[inline(always)]
-fn bf16_bits(v: f32) -> u32 {
-    let bits = v.to_bits();
-    let rounded = bits.wrapping_add(0x7fff + ((bits >> 16) & 1)) >> 16;
-    let quiet_nan = (bits >> 16) | 0x40;
-    if v.is_nan() { quiet_nan } else { rounded }
 }
 
 /// `max |x|`, in 16 independent lanes so that it vectorizes (max is exact in any order).
