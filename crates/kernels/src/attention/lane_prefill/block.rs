@@ -63,22 +63,25 @@ impl BlockState {
     /// Row `r`'s accumulator in element order (`dst.len()` = head_dim).
     pub(super) fn gather_row(&self, r: usize, dst: &mut [f32]) {
         let (rw, epw) = (self.row_words, self.elems_per_word);
-        for_each_slot(dst, rw, epw, |x, slot| *x = self.acc[slot * BLOCK_ROWS + r]);
+        for_each_slot(dst.len(), rw, epw, |e, slot| {
+            dst[e] = self.acc[slot * BLOCK_ROWS + r]
+        });
     }
 }
 
-/// Calls `f(element, slot)` for the elements of one row (`row_words` words of `elems_per_word`),
-/// word by word: no division per element (this runs for every row of every block).
+/// Calls `f(element, slot)` for the `len` elements of one row (`row_words` words of
+/// `elems_per_word`), word by word: no division per element (this runs for every row of every
+/// block).
 #[inline(always)]
-fn for_each_slot<T>(
-    row: &mut [T],
+fn for_each_slot(
+    len: usize,
     row_words: usize,
     elems_per_word: usize,
-    mut f: impl FnMut(&mut T, usize),
+    mut f: impl FnMut(usize, usize),
 ) {
-    for (w, word) in row.chunks_mut(elems_per_word).enumerate() {
-        for (j, x) in word.iter_mut().enumerate() {
-            f(x, j * row_words + w);
+    for w in 0..len.div_ceil(elems_per_word) {
+        for j in 0..elems_per_word.min(len - w * elems_per_word) {
+            f(w * elems_per_word + j, j * row_words + w);
         }
     }
 }
@@ -249,8 +252,8 @@ impl<S: Simd> Lanes<S> {
             let q_scale: &mut [f32] = bytemuck::cast_slice_mut(&mut self.q_scale);
             for r in 0..rows.len() {
                 rounded.integer_row(r, &mut integers);
-                for_each_slot(&mut integers, rw, epw, |x, slot| {
-                    qt[slot * BLOCK_ROWS + r] = *x;
+                for_each_slot(d, rw, epw, |e, slot| {
+                    qt[slot * BLOCK_ROWS + r] = integers[e]
                 });
                 q_scale[r] = rounded.scale(r);
                 self.q_sums[r] = integers.iter().map(|&x| x as i32).sum();
@@ -259,14 +262,13 @@ impl<S: Simd> Lanes<S> {
             // bf16 K: rounded as the dot-product instructions take them, the scale applied to
             // the scores (as the AMX tiles do).
             let bf16 = kv.dtype == KvDtype::Bf16;
-            let mut query = vec![0.0f32; d];
             for (r, row) in rows.iter().enumerate() {
-                query.copy_from_slice(&q[row.q_offset..][..d]);
-                for_each_slot(&mut query, rw, epw, |x, slot| {
+                let query = &q[row.q_offset..][..d];
+                for_each_slot(d, rw, epw, |e, slot| {
                     qt[slot * BLOCK_ROWS + r] = if bf16 {
-                        round_bf16_scalar(*x)
+                        round_bf16_scalar(query[e])
                     } else {
-                        *x * scale
+                        query[e] * scale
                     };
                 });
             }
