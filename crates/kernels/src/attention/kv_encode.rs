@@ -91,9 +91,15 @@ fn max_abs(x: &[f32]) -> f32 {
 
 /// `x / scale` rounded to the nearest integer, ties to even (the rule of the vector conversions
 /// and of the matmul activations' `quantize`), clamped to +-127.
+///
+/// Clamped first, then rounded by adding and subtracting 1.5 * 2^23 (exact for |x| <= 2^22,
+/// ties to even by IEEE addition): `round_ties_even` compiles to a call of libm's `rintf` on
+/// x86-64 without SSE4.1, which was 2 % of a 512-token prefill. NaN stays NaN and casts to 0.
 #[inline(always)]
 pub(super) fn quantize_int8(x: f32, inverse_scale: f32) -> i32 {
-    (x * inverse_scale).round_ties_even().clamp(-127.0, 127.0) as i32
+    const ROUNDER: f32 = 12_582_912.0; // 1.5 * 2^23
+    let clamped = (x * inverse_scale).clamp(-127.0, 127.0);
+    ((clamped + ROUNDER) - ROUNDER) as i32
 }
 
 /// The definition of a stored row, one value at a time (the oracle of [`encode_row`]).
@@ -150,6 +156,22 @@ mod tests {
                     prop_assert_eq!(&got, &expected, "{} {}", dtype, name);
                 }
             }
+        }
+    }
+
+    proptest! {
+        /// The add-and-subtract rounding is `round_ties_even` then the clamp, for any input.
+        #[test]
+        fn quantize_int8_is_round_ties_even_clamped(
+            x in prop_oneof![
+                4 => -200.0f32..200.0,
+                2 => (-300i32..300).prop_map(|h| h as f32 / 2.0), // every tie
+                1 => any::<f32>(),
+            ],
+            inverse in prop_oneof![Just(1.0f32), 0.001f32..1000.0, Just(0.0)],
+        ) {
+            let expected = (x * inverse).round_ties_even().clamp(-127.0, 127.0) as i32;
+            prop_assert_eq!(quantize_int8(x, inverse), expected, "{} * {}", x, inverse);
         }
     }
 

@@ -23,6 +23,7 @@ use pulp::{Simd, WithSimd};
 
 use super::LaneDots;
 use super::product::{Broadcast, Order, product};
+use super::value_pairs::ValuesKey;
 use crate::attention::int8_queries::Int8Queries;
 use crate::attention::kv::{KvDtype, KvHeadView};
 use crate::attention::microkernel::{Bf16Words, F32Words, Int8Words, WordFormat, load_block};
@@ -45,6 +46,8 @@ pub(super) struct LaneBlock<'a> {
     pub rows: &'a [QueryRow],
     /// The dot-product kernels the CPU has (the caller's kernel table proved it).
     pub dots: LaneDots,
+    /// This call's KV head, under which the thread's packed value pairs are shared.
+    pub values: ValuesKey,
 }
 
 /// The final softmax state of a block's rows (not yet divided by `l`).
@@ -132,15 +135,23 @@ struct Lanes<S: Simd> {
     /// for the zero key that pads an odd tile to bf16 pairs.
     k_tile: Vec<f32>,
     v_tile: Vec<f32>,
-    /// `vdpbf16ps` P V: `[key pair][BLOCK_ROWS]` probabilities and `[key pair][slot]` values,
-    /// bf16 pairs of two keys.
+    /// `vdpbf16ps` P V: `[key pair][BLOCK_ROWS]` probabilities, bf16 pairs of two keys; the
+    /// values' pairs come from `value_pairs`, but for a tile's last odd key (`[slot]`, with a
+    /// zero key).
     p_words: Vec<u32>,
-    v_words: Vec<u32>,
+    last_pair: Vec<u32>,
+    values: ValuesKey,
 }
 
 #[inline(always)]
 fn run<S: Simd, F: WordFormat>(simd: S, block: LaneBlock<'_>) -> BlockState {
-    let LaneBlock { kv, q, rows, dots } = block;
+    let LaneBlock {
+        kv,
+        q,
+        rows,
+        dots,
+        values,
+    } = block;
     assert!(!rows.is_empty() && rows.len() <= BLOCK_ROWS);
     let lanes = S::F32_LANES;
     let rv = BLOCK_ROWS / lanes;
@@ -151,6 +162,18 @@ fn run<S: Simd, F: WordFormat>(simd: S, block: LaneBlock<'_>) -> BlockState {
     let int8_scores = dots.int8 && kv.dtype == KvDtype::Int8;
     let bf16_values = dots.bf16 && kv.dtype != KvDtype::F32;
     let pair_words = |n: usize| if bf16_values { n } else { 0 };
+    // Only the tiles the block decodes into are allocated (and zeroed): 33 KiB each at head_dim
+    // 128, for every block of every layer.
+    let decoded_keys = if bf16_scores || int8_scores {
+        0
+    } else {
+        (KEY_TILE + 1) * slots
+    };
+    let decoded_values = if bf16_values {
+        2 * slots
+    } else {
+        (KEY_TILE + 1) * slots
+    };
     let query_words = if bf16_scores || int8_scores {
         rw * BLOCK_ROWS
     } else {
@@ -173,10 +196,11 @@ fn run<S: Simd, F: WordFormat>(simd: S, block: LaneBlock<'_>) -> BlockState {
         s0: vec![simd.splat_f32s(f32::NEG_INFINITY); rv],
         st: vec![zero; (KEY_TILE + 1) * rv],
         ot: vec![zero; slots * rv],
-        k_tile: vec![0.0; (KEY_TILE + 1) * slots],
-        v_tile: vec![0.0; (KEY_TILE + 1) * slots],
+        k_tile: vec![0.0; decoded_keys],
+        v_tile: vec![0.0; decoded_values],
         p_words: vec![0; pair_words(KEY_TILE / 2 * BLOCK_ROWS)],
-        v_words: vec![0; pair_words(KEY_TILE / 2 * slots)],
+        last_pair: vec![0; pair_words(slots)],
+        values,
     };
     state.load_queries(kv, q, rows);
     let first = rows.iter().map(|r| r.position).min().expect("rows");
@@ -190,7 +214,7 @@ fn run<S: Simd, F: WordFormat>(simd: S, block: LaneBlock<'_>) -> BlockState {
             state.mask(simd, k0, ntok);
         }
         state.softmax(simd, kv, k0, ntok);
-        state.accumulate::<F>(simd, &kv.v[tile_rows], ntok);
+        state.accumulate::<F>(simd, kv, k0, ntok);
         k0 += ntok;
     }
     state.finish(rw, F::ELEMS)
@@ -443,33 +467,19 @@ impl<S: Simd> Lanes<S> {
         false
     }
 
-    /// `ot += sum_t p[t] v_t` over the tile's values `v_rows` (as stored). bf16 and int8: in
-    /// bf16 pairs of keys (the probabilities rounded already), an odd tile padded with a zero key.
+    /// `ot += sum_t p[t] v_t` over the values of keys `k0 .. k0 + ntok` (as stored). bf16 and
+    /// int8: in bf16 pairs of keys (the probabilities rounded already), an odd tile padded with a
+    /// zero key.
     #[inline(always)]
-    fn accumulate<F: WordFormat>(&mut self, simd: S, v_rows: &[u32], ntok: usize) {
-        let (rv, slots) = (self.rv, self.slots);
-        let rw = v_rows.len() / ntok;
+    fn accumulate<F: WordFormat>(&mut self, simd: S, kv: KvHeadView<'_>, k0: usize, ntok: usize) {
+        let (rv, slots, rw) = (self.rv, self.slots, kv.row_words);
+        let v_rows = &kv.v[k0 * rw..(k0 + ntok) * rw];
         let depth = ntok.next_multiple_of(2);
         self.st[ntok * rv..depth * rv].fill(simd.splat_f32s(0.0));
         #[cfg(target_arch = "x86_64")]
         if self.bf16_values {
-            if self.dtype == KvDtype::Bf16 {
-                self.pack_stored_values(v_rows, rw, ntok);
-            } else {
-                decode_rows::<S, F>(simd, v_rows, rw, &mut self.v_tile);
-                self.v_tile[ntok * slots..depth * slots].fill(0.0);
-                self.pack_decoded_values(depth);
-            }
             self.pack_probabilities(depth);
-            let values = super::dots_avx512::Words {
-                words: &self.v_words,
-                k_stride: slots,
-                col_stride: 1,
-            };
-            let ot: &mut [f32] = bytemuck::cast_slice_mut(&mut self.ot);
-            // SAFETY: `bf16_values` comes from a kernel table, which proved the CPU has
-            // AVX512-BF16.
-            unsafe { super::dots_avx512::dot_bf16(&self.p_words, values, ot, slots, depth / 2) };
+            self.accumulate_pairs::<F>(simd, kv, k0, ntok);
             return;
         }
         decode_rows::<S, F>(simd, v_rows, rw, &mut self.v_tile);
@@ -493,6 +503,69 @@ impl<S: Simd> Lanes<S> {
         product::<S, { Order::ADJACENT_PAIRS }>(simd, st, values, &mut self.ot, slots, depth);
     }
 
+    /// `vdpbf16ps` P V of the tile (`p_words` packed): its whole pairs of keys from the thread's
+    /// shared value pairs, then an odd last key paired with a zero key. Two calls sum each
+    /// output in the order of one.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    fn accumulate_pairs<F: WordFormat>(
+        &mut self,
+        simd: S,
+        kv: KvHeadView<'_>,
+        k0: usize,
+        ntok: usize,
+    ) {
+        use super::dots_avx512::{Words, dot_bf16, pack_value_pairs, pack_word_pairs};
+        use super::value_pairs::with_pairs;
+        let (slots, rw) = (self.slots, kv.row_words);
+        let (first_pair, whole_pairs) = (k0 / 2, ntok / 2);
+        let ot: &mut [f32] = bytemuck::cast_slice_mut(&mut self.ot);
+        let decode = |rows: &[u32], dst: &mut [f32]| decode_rows::<S, F>(simd, rows, rw, dst);
+        if whole_pairs > 0 {
+            // SAFETY: `bf16_values` comes from a kernel table, which proved the CPU has
+            // AVX512-BF16 (and so AVX-512).
+            unsafe {
+                with_pairs(
+                    self.values,
+                    kv,
+                    slots,
+                    first_pair + whole_pairs,
+                    decode,
+                    |pairs| {
+                        let values = Words {
+                            words: &pairs[first_pair * slots..],
+                            k_stride: slots,
+                            col_stride: 1,
+                        };
+                        dot_bf16(&self.p_words, values, ot, slots, whole_pairs)
+                    },
+                )
+            };
+        }
+        if ntok % 2 == 1 {
+            let last = &kv.v[(k0 + ntok - 1) * rw..][..rw];
+            // SAFETY: as above.
+            unsafe {
+                if self.dtype == KvDtype::Bf16 {
+                    let (low, high) = self.last_pair.split_at_mut(rw);
+                    pack_word_pairs(last, &vec![0; rw], low, high);
+                } else {
+                    decode(last, &mut self.v_tile[..slots]);
+                    let (even, zero) = self.v_tile.split_at_mut(slots);
+                    zero[..slots].fill(0.0);
+                    pack_value_pairs(even, &zero[..slots], &mut self.last_pair);
+                }
+                let values = Words {
+                    words: &self.last_pair,
+                    k_stride: slots,
+                    col_stride: 1,
+                };
+                let p_last = &self.p_words[whole_pairs * BLOCK_ROWS..];
+                dot_bf16(p_last, values, ot, slots, 1);
+            }
+        }
+    }
+
     /// `vdpbf16ps` P V: the tile's first `depth` (even) probabilities, bf16 already, as pairs of
     /// keys `(2i, 2i + 1)`, the even key in the low half.
     #[cfg(target_arch = "x86_64")]
@@ -507,44 +580,6 @@ impl<S: Simd> Lanes<S> {
             unsafe {
                 super::dots_avx512::pack_value_pairs(&keys[..BLOCK_ROWS], &keys[BLOCK_ROWS..], pair)
             };
-        }
-    }
-
-    /// `vdpbf16ps` P V over an int8 cache: the decoded values (integers, exact in bf16) of the
-    /// tile's first `depth` keys as pairs of keys.
-    #[cfg(target_arch = "x86_64")]
-    fn pack_decoded_values(&mut self, depth: usize) {
-        let slots = self.slots;
-        for (pair, keys) in self
-            .v_words
-            .chunks_exact_mut(slots)
-            .zip(self.v_tile[..depth * slots].chunks_exact(2 * slots))
-        {
-            // SAFETY: as above.
-            unsafe { super::dots_avx512::pack_value_pairs(&keys[..slots], &keys[slots..], pair) };
-        }
-    }
-
-    /// `vdpbf16ps` P V over a bf16 cache: the stored words of the tile's `ntok` keys as pairs of
-    /// keys (no decoding: slot `w` takes the low halves, slot `rw + w` the high ones), a missing
-    /// last key zero.
-    #[cfg(target_arch = "x86_64")]
-    fn pack_stored_values(&mut self, v_rows: &[u32], rw: usize, ntok: usize) {
-        let slots = self.slots;
-        for (i, pair) in self.v_words.chunks_exact_mut(slots).enumerate() {
-            if 2 * i >= ntok {
-                break;
-            }
-            let even = &v_rows[2 * i * rw..][..rw];
-            let (low, high) = pair.split_at_mut(rw);
-            match v_rows.get((2 * i + 1) * rw..(2 * i + 2) * rw) {
-                // SAFETY: only the dot-product path packs, on a CPU with AVX-512.
-                Some(odd) => unsafe { super::dots_avx512::pack_word_pairs(even, odd, low, high) },
-                // SAFETY: as above.
-                None => unsafe {
-                    super::dots_avx512::pack_word_pairs(even, &vec![0; rw], low, high)
-                },
-            }
         }
     }
 
@@ -612,6 +647,7 @@ mod tests {
                         q: &q,
                         rows: &rows,
                         dots: LaneDots { bf16, int8 },
+                        values: ValuesKey::for_call()(0),
                     };
                     let state = run_at(level, block);
                     let mut acc = vec![0.0; head_dim];

@@ -15,6 +15,7 @@ mod block;
 #[cfg(target_arch = "x86_64")]
 mod dots_avx512;
 mod product;
+mod value_pairs;
 
 use rayon::prelude::*;
 
@@ -27,6 +28,7 @@ use crate::dispatch::run_at;
 use crate::reference::AttentionShape;
 use crate::{KernelTable, SimdLevel};
 use block::{BLOCK_ROWS, LaneBlock};
+use value_pairs::ValuesKey;
 
 /// The AVX-512 dot-product kernels a kernel table lets lane prefill use (`dots_avx512`): each
 /// gives the bits of the generic path, faster.
@@ -66,6 +68,7 @@ pub(crate) fn prefill(
         .collect();
     let want_stats = stats.is_some();
     let (level, dots): (SimdLevel, LaneDots) = (table.level(), table.lane_dots());
+    let values_of = ValuesKey::for_call();
 
     let results: Vec<(Vec<f32>, Option<AttentionStats>)> = items
         .par_iter()
@@ -89,6 +92,7 @@ pub(crate) fn prefill(
                     q,
                     rows: chunk,
                     dots,
+                    values: values_of(j),
                 };
                 let state = run_at(level, block);
                 for (i, row) in chunk.iter().enumerate() {

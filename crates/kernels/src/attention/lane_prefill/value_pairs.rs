@@ -1,0 +1,97 @@
+//! The values of one KV head as `vdpbf16ps` takes them in `P V`: bf16 pairs of two keys, packed
+//! once per thread and KV head in a prefill call and shared by the thread's blocks of that head
+//! (each block of 32 query rows used to pack every tile of the head again: at depth 32768 that
+//! was an eighth of the attention's time).
+//!
+//! Pair `i` holds keys `2i` and `2i + 1` (the even key in the low half), `slots` words in the
+//! block's slot order: `[pair][slot]`. Only whole pairs of stored keys are cached; a block whose
+//! keys end on an even key packs that last pair itself, with a zero key (so the bits are the
+//! generic path's).
+
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+#[cfg(target_arch = "x86_64")]
+use crate::attention::kv::{KvDtype, KvHeadView};
+
+/// Which values a cache holds: one prefill call's KV head (the cache's contents can change
+/// between calls, so a new call never reuses them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ValuesKey {
+    call: u64,
+    kv_head: usize,
+}
+
+static CALLS: AtomicU64 = AtomicU64::new(0);
+
+impl ValuesKey {
+    /// A key for each KV head of a new call: `ValuesKey::for_call()(j)`.
+    pub(crate) fn for_call() -> impl Fn(usize) -> ValuesKey + Copy + Send + Sync {
+        let call = CALLS.fetch_add(1, Ordering::Relaxed);
+        move |kv_head| ValuesKey { call, kv_head }
+    }
+}
+
+/// One thread's packed pairs of its current KV head.
+#[derive(Default)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // the dot-product kernels are x86-64's
+struct PackedValues {
+    key: Option<ValuesKey>,
+    /// Whole pairs packed so far, `[pairs][slots]`.
+    pairs: usize,
+    words: Vec<u32>,
+    /// Two decoded int8 rows, `[2][slots]`.
+    decoded: Vec<f32>,
+}
+
+thread_local! {
+    static PACKED_VALUES: RefCell<PackedValues> = RefCell::new(PackedValues::default());
+}
+
+/// Calls `f` with the head's packed pairs `0 .. pairs` (`[pairs][slots]`), packing the ones this
+/// thread has not packed yet for `key`. `2 * pairs <= kv.len`; `decode(rows, dst)` decodes
+/// stored int8 rows to f32 in slot order (the block's `decode_rows`).
+///
+/// # Safety
+/// The CPU has AVX-512 (the packing kernels are compiled for it).
+#[cfg(target_arch = "x86_64")]
+pub(super) unsafe fn with_pairs<R>(
+    key: ValuesKey,
+    kv: KvHeadView<'_>,
+    slots: usize,
+    pairs: usize,
+    decode: impl Fn(&[u32], &mut [f32]),
+    f: impl FnOnce(&[u32]) -> R,
+) -> R {
+    use super::dots_avx512::{pack_value_pairs, pack_word_pairs};
+    assert!(2 * pairs <= kv.len);
+    PACKED_VALUES.with_borrow_mut(|cache| {
+        if cache.key != Some(key) {
+            cache.key = Some(key);
+            cache.pairs = 0;
+        }
+        let rw = kv.row_words;
+        if cache.pairs < pairs {
+            cache.words.resize(pairs * slots, 0);
+            cache.decoded.resize(2 * slots, 0.0);
+            for i in cache.pairs..pairs {
+                let rows = &kv.v[2 * i * rw..][..2 * rw];
+                let pair = &mut cache.words[i * slots..][..slots];
+                // SAFETY: the caller's contract (AVX-512).
+                unsafe {
+                    if kv.dtype == KvDtype::Bf16 {
+                        // Stored words as they are: slot `w` takes the low halves, `rw + w` the high.
+                        let (low, high) = pair.split_at_mut(rw);
+                        pack_word_pairs(&rows[..rw], &rows[rw..], low, high);
+                    } else {
+                        decode(rows, &mut cache.decoded);
+                        let (even, odd) = cache.decoded.split_at(slots);
+                        pack_value_pairs(even, odd, pair);
+                    }
+                }
+            }
+            cache.pairs = pairs;
+        }
+        f(&cache.words[..pairs * slots])
+    })
+}
