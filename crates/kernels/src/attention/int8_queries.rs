@@ -94,7 +94,6 @@ impl Int8Queries {
         }
     }
 
-    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // the VNNI kernel's
     pub(crate) fn row(&self, r: usize) -> &[u8] {
         &self.bytes[r * self.row_bytes..][..self.row_bytes]
     }

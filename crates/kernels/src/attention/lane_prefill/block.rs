@@ -115,7 +115,7 @@ struct Lanes<S: Simd> {
     int8_scores: bool,
     bf16_values: bool,
     /// `[slot][rv]`: the queries (f32 K: scaled by 1/sqrt(head_dim); bf16 K: rounded to bf16,
-    /// unscaled; int8 K: their integers).
+    /// unscaled; int8 K: their integers); empty where a dot-product kernel takes `q_words`.
     qt: Vec<S::f32s>,
     /// For a dot-product kernel, `[word][BLOCK_ROWS]`: the queries as the cache's words (bf16
     /// pairs or four int8), and for int8 each row's sum of its integers.
@@ -186,7 +186,7 @@ fn run<S: Simd, F: WordFormat>(simd: S, block: LaneBlock<'_>) -> BlockState {
         bf16_scores,
         int8_scores,
         bf16_values,
-        qt: vec![zero; slots * rv],
+        qt: vec![zero; if query_words > 0 { 0 } else { slots * rv }],
         q_words: vec![0; query_words],
         q_sums: [0; BLOCK_ROWS],
         q_scale: vec![simd.splat_f32s(1.0); rv],
@@ -260,27 +260,35 @@ fn flush_denormal<S: Simd>(simd: S, x: S::f32s) -> S::f32s {
 }
 
 impl<S: Simd> Lanes<S> {
-    /// The rows' queries into `qt` (and int8 K: their scales), their positions; lanes past the
-    /// rows get zero queries at the last row's position.
+    /// The rows' queries into `qt`, or for a dot-product kernel straight into `q_words` (and int8
+    /// K: their scales), their positions; lanes past the rows get zero queries at the last row's
+    /// position.
     fn load_queries(&mut self, kv: KvHeadView<'_>, q: &[f32], rows: &[QueryRow]) {
         let (d, rw) = (kv.head_dim, kv.row_words);
         let epw = self.slots / rw;
         let scale = 1.0 / (d as f32).sqrt();
         let qt: &mut [f32] = bytemuck::cast_slice_mut(&mut self.qt);
+        let q_scale: &mut [f32] = bytemuck::cast_slice_mut(&mut self.q_scale);
         if kv.dtype == KvDtype::Int8 {
             // Against int8 K the queries are rounded to int8 too: their integers here, the
             // scale applied to the (exact) integer dot products.
             let mut rounded = Int8Queries::default();
             rounded.fill(q, rows.iter().map(|r| r.q_offset), d, rw, scale);
-            let mut integers = vec![0.0f32; d];
-            let q_scale: &mut [f32] = bytemuck::cast_slice_mut(&mut self.q_scale);
             for r in 0..rows.len() {
-                rounded.integer_row(r, &mut integers);
-                for_each_slot(d, rw, epw, |e, slot| {
-                    qt[slot * BLOCK_ROWS + r] = integers[e]
-                });
+                let bytes = rounded.row(r);
+                if self.int8_scores {
+                    // Four bytes a word, in the stored K rows' order (zero past head_dim).
+                    for (w, word) in bytes.chunks_exact(4).take(rw).enumerate() {
+                        self.q_words[w * BLOCK_ROWS + r] =
+                            u32::from_le_bytes(word.try_into().expect("4 bytes"));
+                    }
+                    self.q_sums[r] = bytes[..d].iter().map(|&b| b as i8 as i32).sum();
+                } else {
+                    for_each_slot(d, rw, epw, |e, slot| {
+                        qt[slot * BLOCK_ROWS + r] = bytes[e] as i8 as f32
+                    });
+                }
                 q_scale[r] = rounded.scale(r);
-                self.q_sums[r] = integers.iter().map(|&x| x as i32).sum();
             }
         } else {
             // bf16 K: rounded as the dot-product instructions take them, the scale applied to
@@ -288,6 +296,16 @@ impl<S: Simd> Lanes<S> {
             let bf16 = kv.dtype == KvDtype::Bf16;
             for (r, row) in rows.iter().enumerate() {
                 let query = &q[row.q_offset..][..d];
+                if self.bf16_scores {
+                    // A word is the pair (2w, 2w + 1), the even element in the low half.
+                    let bits =
+                        |e: usize| query.get(e).map_or(0, |&x| round_bf16_scalar(x).to_bits());
+                    for w in 0..rw {
+                        self.q_words[w * BLOCK_ROWS + r] =
+                            (bits(2 * w) >> 16) | (bits(2 * w + 1) & 0xffff_0000);
+                    }
+                    continue;
+                }
                 for_each_slot(d, rw, epw, |e, slot| {
                     qt[slot * BLOCK_ROWS + r] = if bf16 {
                         round_bf16_scalar(query[e])
@@ -297,34 +315,11 @@ impl<S: Simd> Lanes<S> {
                 });
             }
         }
-        self.pack_query_words(rw, epw);
         let position: &mut [f32] = bytemuck::cast_slice_mut(&mut self.position);
         let last = rows[rows.len() - 1].position;
         for (r, p) in position.iter_mut().enumerate() {
             // Positions up to 2^24 are exact in f32 (a context is far below).
             *p = rows.get(r).map_or(last, |row| row.position) as f32;
-        }
-    }
-
-    /// For a dot-product kernel: the queries of `qt` as the cache's words in `q_words` (word `w`
-    /// of row `r` at `w * BLOCK_ROWS + r`).
-    fn pack_query_words(&mut self, rw: usize, epw: usize) {
-        if !(self.bf16_scores || self.int8_scores) {
-            return;
-        }
-        let qt: &[f32] = bytemuck::cast_slice(&self.qt);
-        for w in 0..rw {
-            for r in 0..BLOCK_ROWS {
-                let element = |j: usize| qt[(j * rw + w) * BLOCK_ROWS + r];
-                self.q_words[w * BLOCK_ROWS + r] = if self.bf16_scores {
-                    // Rounded already: the top halves are the bf16 bits.
-                    (element(0).to_bits() >> 16) | (element(1).to_bits() & 0xffff_0000)
-                } else {
-                    (0..epw).fold(0, |word, j| {
-                        word | ((element(j) as i8 as u8 as u32) << (8 * j))
-                    })
-                };
-            }
         }
     }
 

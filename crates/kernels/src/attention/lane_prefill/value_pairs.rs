@@ -7,6 +7,9 @@
 //! block's slot order: `[pair][slot]`. Only whole pairs of stored keys are cached; a block whose
 //! keys end on an even key packs that last pair itself, with a zero key (so the bits are the
 //! generic path's).
+//!
+//! A thread keeps its buffer between calls: `keys * head_dim * 2` bytes for the longest head it
+//! packed (32 MiB at 131072 keys and head_dim 128).
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
