@@ -1,5 +1,6 @@
-//! One block of lane prefill: up to [`BLOCK_ROWS`] query rows of one KV head, row `r` in lane
-//! `r % L` of register `r / L`, streaming the head's keys in tiles of [`KEY_TILE`]. Per tile: the
+//! Blocks of lane prefill: up to [`BLOCK_ROWS`] query rows of one KV head, row `r` in lane
+//! `r % L` of register `r / L`, streaming the head's keys in tiles of [`KEY_TILE`] (a few blocks
+//! of the same head together, [`BLOCKS_PER_TILE`], so that a tile is read once). Per tile: the
 //! stored K and V rows are decoded to f32 once for all rows, `S^T = K Q^T` and `O^T += V^T P^T`
 //! run on the lane microkernel, and the online softmax between them works on whole registers
 //! (a max over keys is a vector max, never a horizontal reduction).
@@ -35,6 +36,10 @@ pub(super) const BLOCK_ROWS: usize = 32;
 /// Keys per tile: the tile's decoded K and V (32 KiB each at head_dim 128) stay in L2, and the
 /// queries (16 KiB) and the tile's scores (8 KiB) in L1 while the microkernel reads them.
 const KEY_TILE: usize = 64;
+/// Blocks that go over the keys together (each tile read from memory once for all of them):
+/// at depth 32768 one block at a time ran its dot products at ~0.6 of their peak, waiting on
+/// memory; four at a time, ~0.85 (a scratch program of the same loops, docs/performance.md).
+pub(super) const BLOCKS_PER_TILE: usize = 4;
 
 /// A block's rows against the keys they see (`0 ..= position` for each row), to run with
 /// [`crate::dispatch::run_at`].
@@ -42,7 +47,7 @@ pub(super) struct LaneBlock<'a> {
     pub kv: KvHeadView<'a>,
     /// `[.., head_dim]` rows after q_norm and RoPE, unscaled.
     pub q: &'a [f32],
-    /// At most [`BLOCK_ROWS`], at least one.
+    /// At least one; run in blocks of [`BLOCK_ROWS`] (one [`BlockState`] each).
     pub rows: &'a [QueryRow],
     /// The dot-product kernels the CPU has (the caller's kernel table proved it).
     pub dots: LaneDots,
@@ -90,10 +95,10 @@ fn for_each_slot(
 }
 
 impl WithSimd for LaneBlock<'_> {
-    type Output = BlockState;
+    type Output = Vec<BlockState>;
 
     #[inline(always)]
-    fn with_simd<S: Simd>(self, simd: S) -> BlockState {
+    fn with_simd<S: Simd>(self, simd: S) -> Vec<BlockState> {
         match self.kv.dtype {
             KvDtype::F32 => run::<S, F32Words>(simd, self),
             KvDtype::Bf16 => run::<S, Bf16Words>(simd, self),
@@ -143,8 +148,11 @@ struct Lanes<S: Simd> {
     values: ValuesKey,
 }
 
+/// The item's rows in blocks of [`BLOCK_ROWS`], [`BLOCKS_PER_TILE`] blocks at a time going over
+/// the keys together: each K and V tile, read from memory by the first block, is still in cache
+/// for the others.
 #[inline(always)]
-fn run<S: Simd, F: WordFormat>(simd: S, block: LaneBlock<'_>) -> BlockState {
+fn run<S: Simd, F: WordFormat>(simd: S, block: LaneBlock<'_>) -> Vec<BlockState> {
     let LaneBlock {
         kv,
         q,
@@ -152,72 +160,34 @@ fn run<S: Simd, F: WordFormat>(simd: S, block: LaneBlock<'_>) -> BlockState {
         dots,
         values,
     } = block;
-    assert!(!rows.is_empty() && rows.len() <= BLOCK_ROWS);
-    let lanes = S::F32_LANES;
-    let rv = BLOCK_ROWS / lanes;
-    let rw = kv.row_words;
-    let slots = F::ELEMS * rw;
-    let zero = simd.splat_f32s(0.0);
-    let bf16_scores = dots.bf16 && kv.dtype == KvDtype::Bf16;
-    let int8_scores = dots.int8 && kv.dtype == KvDtype::Int8;
-    let bf16_values = dots.bf16 && kv.dtype != KvDtype::F32;
-    let pair_words = |n: usize| if bf16_values { n } else { 0 };
-    // Only the tiles the block decodes into are allocated (and zeroed): 33 KiB each at head_dim
-    // 128, for every block of every layer.
-    let decoded_keys = if bf16_scores || int8_scores {
-        0
-    } else {
-        (KEY_TILE + 1) * slots
-    };
-    let decoded_values = if bf16_values {
-        2 * slots
-    } else {
-        (KEY_TILE + 1) * slots
-    };
-    let query_words = if bf16_scores || int8_scores {
-        rw * BLOCK_ROWS
-    } else {
-        0
-    };
-    let mut state = Lanes::<S> {
-        rv,
-        slots,
-        dtype: kv.dtype,
-        bf16_scores,
-        int8_scores,
-        bf16_values,
-        qt: vec![zero; if query_words > 0 { 0 } else { slots * rv }],
-        q_words: vec![0; query_words],
-        q_sums: [0; BLOCK_ROWS],
-        q_scale: vec![simd.splat_f32s(1.0); rv],
-        position: vec![zero; rv],
-        m: vec![simd.splat_f32s(f32::NEG_INFINITY); rv],
-        l: vec![zero; rv],
-        s0: vec![simd.splat_f32s(f32::NEG_INFINITY); rv],
-        st: vec![zero; (KEY_TILE + 1) * rv],
-        ot: vec![zero; slots * rv],
-        k_tile: vec![0.0; decoded_keys],
-        v_tile: vec![0.0; decoded_values],
-        p_words: vec![0; pair_words(KEY_TILE / 2 * BLOCK_ROWS)],
-        last_pair: vec![0; pair_words(slots)],
-        values,
-    };
-    state.load_queries(kv, q, rows);
-    let first = rows.iter().map(|r| r.position).min().expect("rows");
-    let key_end = rows.iter().map(|r| r.position).max().expect("rows") + 1;
-    let mut k0 = 0;
-    while k0 < key_end {
-        let ntok = KEY_TILE.min(key_end - k0);
-        let tile_rows = k0 * rw..(k0 + ntok) * rw;
-        state.scores::<F>(simd, kv, &kv.k[tile_rows.clone()], k0, ntok);
-        if k0 + ntok > first + 1 {
-            state.mask(simd, k0, ntok);
+    assert!(!rows.is_empty());
+    let mut done = Vec::with_capacity(rows.len().div_ceil(BLOCK_ROWS));
+    for group in rows.chunks(BLOCKS_PER_TILE * BLOCK_ROWS) {
+        let mut blocks: Vec<(Lanes<S>, usize, usize)> = group
+            .chunks(BLOCK_ROWS)
+            .map(|rows| {
+                let first = rows.iter().map(|r| r.position).min().expect("rows");
+                let key_end = rows.iter().map(|r| r.position).max().expect("rows") + 1;
+                let mut lanes = Lanes::<S>::new::<F>(simd, kv, dots, values);
+                lanes.load_queries(kv, q, rows);
+                (lanes, first, key_end)
+            })
+            .collect();
+        let key_end = blocks.iter().map(|b| b.2).max().expect("blocks");
+        for k0 in (0..key_end).step_by(KEY_TILE) {
+            for (lanes, first, key_end) in &mut blocks {
+                if k0 < *key_end {
+                    lanes.tile::<F>(simd, kv, k0, KEY_TILE.min(*key_end - k0), *first);
+                }
+            }
         }
-        state.softmax(simd, kv, k0, ntok);
-        state.accumulate::<F>(simd, kv, k0, ntok);
-        k0 += ntok;
+        done.extend(
+            blocks
+                .into_iter()
+                .map(|(lanes, ..)| lanes.finish(kv.row_words, F::ELEMS)),
+        );
     }
-    state.finish(rw, F::ELEMS)
+    done
 }
 
 /// Decodes whole stored rows (`rows.len()` a multiple of `row_words`) into `dst`, row `t` at
@@ -260,6 +230,79 @@ fn flush_denormal<S: Simd>(simd: S, x: S::f32s) -> S::f32s {
 }
 
 impl<S: Simd> Lanes<S> {
+    /// The empty state of a block over `kv`'s keys, with the buffers its kernels use.
+    #[inline(always)]
+    fn new<F: WordFormat>(simd: S, kv: KvHeadView<'_>, dots: LaneDots, values: ValuesKey) -> Self {
+        let rv = BLOCK_ROWS / S::F32_LANES;
+        let rw = kv.row_words;
+        let slots = F::ELEMS * rw;
+        let zero = simd.splat_f32s(0.0);
+        let bf16_scores = dots.bf16 && kv.dtype == KvDtype::Bf16;
+        let int8_scores = dots.int8 && kv.dtype == KvDtype::Int8;
+        let bf16_values = dots.bf16 && kv.dtype != KvDtype::F32;
+        let pair_words = |n: usize| if bf16_values { n } else { 0 };
+        // Only the tiles the block decodes into are allocated (and zeroed): 33 KiB each at
+        // head_dim 128, for every block of every layer.
+        let decoded_keys = if bf16_scores || int8_scores {
+            0
+        } else {
+            (KEY_TILE + 1) * slots
+        };
+        let decoded_values = if bf16_values {
+            2 * slots
+        } else {
+            (KEY_TILE + 1) * slots
+        };
+        let query_words = if bf16_scores || int8_scores {
+            rw * BLOCK_ROWS
+        } else {
+            0
+        };
+        Lanes {
+            rv,
+            slots,
+            dtype: kv.dtype,
+            bf16_scores,
+            int8_scores,
+            bf16_values,
+            qt: vec![zero; if query_words > 0 { 0 } else { slots * rv }],
+            q_words: vec![0; query_words],
+            q_sums: [0; BLOCK_ROWS],
+            q_scale: vec![simd.splat_f32s(1.0); rv],
+            position: vec![zero; rv],
+            m: vec![simd.splat_f32s(f32::NEG_INFINITY); rv],
+            l: vec![zero; rv],
+            s0: vec![simd.splat_f32s(f32::NEG_INFINITY); rv],
+            st: vec![zero; (KEY_TILE + 1) * rv],
+            ot: vec![zero; slots * rv],
+            k_tile: vec![0.0; decoded_keys],
+            v_tile: vec![0.0; decoded_values],
+            p_words: vec![0; pair_words(KEY_TILE / 2 * BLOCK_ROWS)],
+            last_pair: vec![0; pair_words(slots)],
+            values,
+        }
+    }
+
+    /// One tile of keys `k0 .. k0 + ntok` for rows whose first position is `first`: scores,
+    /// causal mask (only where a key lies after a row), online softmax, `P V`.
+    #[inline(always)]
+    fn tile<F: WordFormat>(
+        &mut self,
+        simd: S,
+        kv: KvHeadView<'_>,
+        k0: usize,
+        ntok: usize,
+        first: usize,
+    ) {
+        let rw = kv.row_words;
+        self.scores::<F>(simd, kv, &kv.k[k0 * rw..(k0 + ntok) * rw], k0, ntok);
+        if k0 + ntok > first + 1 {
+            self.mask(simd, k0, ntok);
+        }
+        self.softmax(simd, kv, k0, ntok);
+        self.accumulate::<F>(simd, kv, k0, ntok);
+    }
+
     /// The rows' queries into `qt`, or for a dot-product kernel straight into `q_words` (and int8
     /// K: their scales), their positions; lanes past the rows get zero queries at the last row's
     /// position.
@@ -644,7 +687,7 @@ mod tests {
                         dots: LaneDots { bf16, int8 },
                         values: ValuesKey::for_call()(0),
                     };
-                    let state = run_at(level, block);
+                    let state = &run_at(level, block)[0];
                     let mut acc = vec![0.0; head_dim];
                     let mut bits: Vec<u32> = Vec::new();
                     for r in 0..rows.len() {

@@ -27,7 +27,7 @@ use super::{AttentionCall, AttentionError};
 use crate::dispatch::run_at;
 use crate::reference::AttentionShape;
 use crate::{KernelTable, SimdLevel};
-use block::{BLOCK_ROWS, LaneBlock};
+use block::{BLOCK_ROWS, BLOCKS_PER_TILE, LaneBlock};
 use value_pairs::ValuesKey;
 
 /// The AVX-512 dot-product kernels a kernel table lets lane prefill use (`dots_avx512`): each
@@ -62,7 +62,7 @@ pub(crate) fn prefill(
     } = shape;
     let group = shape.group_size();
     // Whole positions per item: all query heads of a position share its keys.
-    let positions = (BLOCK_ROWS / group).max(1);
+    let positions = (BLOCKS_PER_TILE * BLOCK_ROWS / group).max(1);
     let items: Vec<(usize, usize)> = (0..num_kv_heads)
         .flat_map(|j| (0..n.div_ceil(positions)).map(move |b| (j, b * positions)))
         .collect();
@@ -85,16 +85,15 @@ pub(crate) fn prefill(
             let mut local = want_stats.then(AttentionStats::default);
             let mut item_out = vec![0.0f32; rows.len() * head_dim];
             let mut acc = vec![0.0f32; head_dim];
-            // More than BLOCK_ROWS rows only where a KV head has more query heads than that.
-            for (c, chunk) in rows.chunks(BLOCK_ROWS).enumerate() {
-                let block = LaneBlock {
-                    kv: kv.head(j),
-                    q,
-                    rows: chunk,
-                    dots,
-                    values: values_of(j),
-                };
-                let state = run_at(level, block);
+            let block = LaneBlock {
+                kv: kv.head(j),
+                q,
+                rows: &rows,
+                dots,
+                values: values_of(j),
+            };
+            let states = run_at(level, block);
+            for (c, (chunk, state)) in rows.chunks(BLOCK_ROWS).zip(&states).enumerate() {
                 for (i, row) in chunk.iter().enumerate() {
                     let r = c * BLOCK_ROWS + i;
                     let (t, h) = (t_begin + r / group, j * group + r % group);
