@@ -37,8 +37,9 @@ pub(super) const BLOCK_ROWS: usize = 32;
 /// queries (16 KiB) and the tile's scores (8 KiB) in L1 while the microkernel reads them.
 const KEY_TILE: usize = 64;
 /// Blocks that go over the keys together (each tile read from memory once for all of them):
-/// at depth 32768 one block at a time ran its dot products at ~0.6 of their peak, waiting on
-/// memory; four at a time, ~0.85 (a scratch program of the same loops, docs/performance.md).
+/// over a 32768-key head, the two products of one block at a time waited on memory (a scratch
+/// program of the same loops: 0.53 of the `vdpbf16ps` peak; four at a time, 0.73; see
+/// docs/performance.md).
 pub(super) const BLOCKS_PER_TILE: usize = 4;
 
 /// A block's rows against the keys they see (`0 ..= position` for each row), to run with

@@ -9,7 +9,7 @@
 //! one order whatever the width (so every level gives the same bits), and each stored K/V row is
 //! decoded once per block instead of once per row.
 //!
-//! Work split (this file): items of (KV head, block of positions) over rayon.
+//! Work split (this file): items of (KV head, `BLOCKS_PER_TILE` blocks of positions) over rayon.
 
 mod block;
 #[cfg(target_arch = "x86_64")]
