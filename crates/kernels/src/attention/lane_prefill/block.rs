@@ -554,8 +554,8 @@ impl<S: Simd> Lanes<S> {
         k0: usize,
         ntok: usize,
     ) {
-        use super::dots_avx512::{Words, dot_bf16, pack_value_pairs, pack_word_pairs};
-        use super::value_pairs::with_pairs;
+        use super::dots_avx512::{Words, dot_bf16};
+        use super::value_pairs::{pack_pair, with_pairs};
         let (slots, rw) = (self.slots, kv.row_words);
         let (first_pair, whole_pairs) = (k0 / 2, ntok / 2);
         let ot: &mut [f32] = bytemuck::cast_slice_mut(&mut self.ot);
@@ -585,15 +585,14 @@ impl<S: Simd> Lanes<S> {
             let last = &kv.v[(k0 + ntok - 1) * rw..][..rw];
             // SAFETY: as above.
             unsafe {
-                if self.dtype == KvDtype::Bf16 {
-                    let (low, high) = self.last_pair.split_at_mut(rw);
-                    pack_word_pairs(last, &vec![0; rw], low, high);
-                } else {
-                    decode(last, &mut self.v_tile[..slots]);
-                    let (even, zero) = self.v_tile.split_at_mut(slots);
-                    zero[..slots].fill(0.0);
-                    pack_value_pairs(even, &zero[..slots], &mut self.last_pair);
-                }
+                pack_pair(
+                    self.dtype,
+                    last,
+                    None,
+                    &decode,
+                    &mut self.v_tile,
+                    &mut self.last_pair,
+                );
                 let values = Words {
                     words: &self.last_pair,
                     k_stride: slots,

@@ -66,7 +66,6 @@ pub(super) unsafe fn with_pairs<R>(
     decode: impl Fn(&[u32], &mut [f32]),
     f: impl FnOnce(&[u32]) -> R,
 ) -> R {
-    use super::dots_avx512::{pack_value_pairs, pack_word_pairs};
     assert!(2 * pairs <= kv.len);
     PACKED_VALUES.with_borrow_mut(|cache| {
         if cache.key != Some(key) {
@@ -78,23 +77,57 @@ pub(super) unsafe fn with_pairs<R>(
             cache.words.resize(pairs * slots, 0);
             cache.decoded.resize(2 * slots, 0.0);
             for i in cache.pairs..pairs {
-                let rows = &kv.v[2 * i * rw..][..2 * rw];
+                let even = &kv.v[2 * i * rw..][..rw];
+                let odd = &kv.v[(2 * i + 1) * rw..][..rw];
                 let pair = &mut cache.words[i * slots..][..slots];
                 // SAFETY: the caller's contract (AVX-512).
-                unsafe {
-                    if kv.dtype == KvDtype::Bf16 {
-                        // Stored words as they are: slot `w` takes the low halves, `rw + w` the high.
-                        let (low, high) = pair.split_at_mut(rw);
-                        pack_word_pairs(&rows[..rw], &rows[rw..], low, high);
-                    } else {
-                        decode(rows, &mut cache.decoded);
-                        let (even, odd) = cache.decoded.split_at(slots);
-                        pack_value_pairs(even, odd, pair);
-                    }
-                }
+                unsafe { pack_pair(kv.dtype, even, Some(odd), &decode, &mut cache.decoded, pair) };
             }
             cache.pairs = pairs;
         }
         f(&cache.words[..pairs * slots])
     })
+}
+
+/// The values of two keys (`odd` None: a zero key) as one pair row of `pair.len()` slots: a
+/// bf16 cache's stored words as they are (slot `w` takes the low halves, `rw + w` the high), an
+/// int8 cache's rows decoded (`decode`, into `decoded`, `[2][slots]`) and rounded to pairs.
+///
+/// # Safety
+/// The CPU has AVX-512 (the packing kernels are compiled for it).
+#[cfg(target_arch = "x86_64")]
+pub(super) unsafe fn pack_pair(
+    dtype: KvDtype,
+    even: &[u32],
+    odd: Option<&[u32]>,
+    decode: &impl Fn(&[u32], &mut [f32]),
+    decoded: &mut [f32],
+    pair: &mut [u32],
+) {
+    use super::dots_avx512::{pack_value_pairs, pack_word_pairs};
+    let (rw, slots) = (even.len(), pair.len());
+    // SAFETY: the caller's contract (AVX-512).
+    unsafe {
+        if dtype == KvDtype::Bf16 {
+            let zero_key;
+            let odd = match odd {
+                Some(odd) => odd,
+                None => {
+                    zero_key = vec![0; rw];
+                    &zero_key
+                }
+            };
+            let (low, high) = pair.split_at_mut(rw);
+            pack_word_pairs(even, odd, low, high);
+        } else {
+            // A zero key is zero after decoding (a stored int8 zero is the biased byte 128).
+            let (even_values, odd_values) = decoded[..2 * slots].split_at_mut(slots);
+            decode(even, even_values);
+            match odd {
+                Some(odd) => decode(odd, odd_values),
+                None => odd_values.fill(0.0),
+            }
+            pack_value_pairs(even_values, odd_values, pair);
+        }
+    }
 }
