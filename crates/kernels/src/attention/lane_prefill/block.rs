@@ -137,16 +137,54 @@ struct Lanes<S: Simd> {
     st: Vec<S::f32s>,
     /// `[slot][rv]`: `sum_t p[t] v[t]`.
     ot: Vec<S::f32s>,
-    /// `[key][slot]`: the tile's K and V rows in f32 (int8: the stored integers); one more row
-    /// for the zero key that pads an odd tile to bf16 pairs.
-    k_tile: Vec<f32>,
-    v_tile: Vec<f32>,
+    /// `[2][slot]`: a tile's odd last value row in f32 beside a zero row (the pair it ends with).
+    last_values: Vec<f32>,
     /// `vdpbf16ps` P V: `[key pair][BLOCK_ROWS]` probabilities, bf16 pairs of two keys; the
     /// values' pairs come from `value_pairs`, but for a tile's last odd key (`[slot]`, with a
     /// zero key).
     p_words: Vec<u32>,
     last_pair: Vec<u32>,
     values: ValuesKey,
+}
+
+/// A tile's K and V rows decoded once for all the blocks that go over it (where their kernels
+/// take them decoded), `[key][slot]` in f32 (int8: the stored integers). Each block uses the
+/// first keys of it that it sees.
+struct DecodedTile {
+    /// Empty where the scores take the stored words.
+    k: Vec<f32>,
+    /// Empty where `P V` takes the shared value pairs.
+    v: Vec<f32>,
+}
+
+impl DecodedTile {
+    /// Buffers for the rows that blocks of `lanes`' kind decode.
+    fn for_blocks<S: Simd>(lanes: &Lanes<S>) -> Self {
+        let rows = |decoded: bool| if decoded { KEY_TILE * lanes.slots } else { 0 };
+        DecodedTile {
+            k: vec![0.0; rows(!(lanes.bf16_scores || lanes.int8_scores))],
+            v: vec![0.0; rows(!lanes.bf16_values)],
+        }
+    }
+
+    /// Keys and values `k0 .. k0 + ntok` of `kv`, as far as they are decoded.
+    #[inline(always)]
+    fn load<S: Simd, F: WordFormat>(
+        &mut self,
+        simd: S,
+        kv: KvHeadView<'_>,
+        k0: usize,
+        ntok: usize,
+    ) {
+        let rw = kv.row_words;
+        let rows = k0 * rw..(k0 + ntok) * rw;
+        if !self.k.is_empty() {
+            decode_rows::<S, F>(simd, &kv.k[rows.clone()], rw, &mut self.k);
+        }
+        if !self.v.is_empty() {
+            decode_rows::<S, F>(simd, &kv.v[rows], rw, &mut self.v);
+        }
+    }
 }
 
 /// The item's rows in blocks of [`BLOCK_ROWS`], [`BLOCKS_PER_TILE`] blocks at a time going over
@@ -175,10 +213,13 @@ fn run<S: Simd, F: WordFormat>(simd: S, block: LaneBlock<'_>) -> Vec<BlockState>
             })
             .collect();
         let key_end = blocks.iter().map(|b| b.2).max().expect("blocks");
+        let mut decoded = DecodedTile::for_blocks(&blocks[0].0);
         for k0 in (0..key_end).step_by(KEY_TILE) {
+            decoded.load::<S, F>(simd, kv, k0, KEY_TILE.min(key_end - k0));
             for (lanes, first, key_end) in &mut blocks {
                 if k0 < *key_end {
-                    lanes.tile::<F>(simd, kv, k0, KEY_TILE.min(*key_end - k0), *first);
+                    let ntok = KEY_TILE.min(*key_end - k0);
+                    lanes.tile::<F>(simd, kv, &decoded, k0, ntok, *first);
                 }
             }
         }
@@ -242,18 +283,6 @@ impl<S: Simd> Lanes<S> {
         let int8_scores = dots.int8 && kv.dtype == KvDtype::Int8;
         let bf16_values = dots.bf16 && kv.dtype != KvDtype::F32;
         let pair_words = |n: usize| if bf16_values { n } else { 0 };
-        // Only the tiles the block decodes into are allocated (and zeroed): 33 KiB each at
-        // head_dim 128, for every block of every layer.
-        let decoded_keys = if bf16_scores || int8_scores {
-            0
-        } else {
-            (KEY_TILE + 1) * slots
-        };
-        let decoded_values = if bf16_values {
-            2 * slots
-        } else {
-            (KEY_TILE + 1) * slots
-        };
         let query_words = if bf16_scores || int8_scores {
             rw * BLOCK_ROWS
         } else {
@@ -276,32 +305,40 @@ impl<S: Simd> Lanes<S> {
             s0: vec![simd.splat_f32s(f32::NEG_INFINITY); rv],
             st: vec![zero; (KEY_TILE + 1) * rv],
             ot: vec![zero; slots * rv],
-            k_tile: vec![0.0; decoded_keys],
-            v_tile: vec![0.0; decoded_values],
+            last_values: vec![0.0; 2 * slots],
             p_words: vec![0; pair_words(KEY_TILE / 2 * BLOCK_ROWS)],
             last_pair: vec![0; pair_words(slots)],
             values,
         }
     }
 
-    /// One tile of keys `k0 .. k0 + ntok` for rows whose first position is `first`: scores,
-    /// causal mask (only where a key lies after a row), online softmax, `P V`.
+    /// One tile of keys `k0 .. k0 + ntok` (`decoded` from `k0` on, at least `ntok` keys) for
+    /// rows whose first position is `first`: scores, causal mask (only where a key lies after a
+    /// row), online softmax, `P V`.
     #[inline(always)]
     fn tile<F: WordFormat>(
         &mut self,
         simd: S,
         kv: KvHeadView<'_>,
+        decoded: &DecodedTile,
         k0: usize,
         ntok: usize,
         first: usize,
     ) {
         let rw = kv.row_words;
-        self.scores::<F>(simd, kv, &kv.k[k0 * rw..(k0 + ntok) * rw], k0, ntok);
+        self.scores(
+            simd,
+            kv,
+            decoded,
+            &kv.k[k0 * rw..(k0 + ntok) * rw],
+            k0,
+            ntok,
+        );
         if k0 + ntok > first + 1 {
             self.mask(simd, k0, ntok);
         }
         self.softmax(simd, kv, k0, ntok);
-        self.accumulate::<F>(simd, kv, k0, ntok);
+        self.accumulate::<F>(simd, kv, decoded, k0, ntok);
     }
 
     /// The rows' queries into `qt`, or for a dot-product kernel straight into `q_words` (and int8
@@ -367,13 +404,14 @@ impl<S: Simd> Lanes<S> {
         }
     }
 
-    /// `st[t] = q . k_t` for the tile's keys `k_rows` (as stored), times 1/sqrt(head_dim) for
-    /// bf16 K and the query and key scales for int8 K.
+    /// `st[t] = q . k_t` for the tile's keys `k_rows` (as stored; `decoded.k` decoded), times
+    /// 1/sqrt(head_dim) for bf16 K and the query and key scales for int8 K.
     #[inline(always)]
-    fn scores<F: WordFormat>(
+    fn scores(
         &mut self,
         simd: S,
         kv: KvHeadView<'_>,
+        decoded: &DecodedTile,
         k_rows: &[u32],
         k0: usize,
         ntok: usize,
@@ -382,9 +420,8 @@ impl<S: Simd> Lanes<S> {
         let rw = kv.row_words;
         self.st[..ntok * rv].fill(simd.splat_f32s(0.0));
         if !self.hardware_scores(k_rows, rw, ntok) {
-            decode_rows::<S, F>(simd, k_rows, rw, &mut self.k_tile);
             let keys = Broadcast {
-                values: &self.k_tile,
+                values: &decoded.k,
                 k_stride: 1,
                 col_stride: self.slots,
             };
@@ -506,13 +543,19 @@ impl<S: Simd> Lanes<S> {
         false
     }
 
-    /// `ot += sum_t p[t] v_t` over the values of keys `k0 .. k0 + ntok` (as stored). bf16 and
-    /// int8: in bf16 pairs of keys (the probabilities rounded already), an odd tile padded with a
-    /// zero key.
+    /// `ot += sum_t p[t] v_t` over the values of keys `k0 .. k0 + ntok` (`decoded.v` decoded).
+    /// bf16 and int8: in bf16 pairs of keys (the probabilities rounded already), an odd tile
+    /// padded with a zero key.
     #[inline(always)]
-    fn accumulate<F: WordFormat>(&mut self, simd: S, kv: KvHeadView<'_>, k0: usize, ntok: usize) {
-        let (rv, slots, rw) = (self.rv, self.slots, kv.row_words);
-        let v_rows = &kv.v[k0 * rw..(k0 + ntok) * rw];
+    fn accumulate<F: WordFormat>(
+        &mut self,
+        simd: S,
+        kv: KvHeadView<'_>,
+        decoded: &DecodedTile,
+        k0: usize,
+        ntok: usize,
+    ) {
+        let (rv, slots) = (self.rv, self.slots);
         let depth = ntok.next_multiple_of(2);
         self.st[ntok * rv..depth * rv].fill(simd.splat_f32s(0.0));
         #[cfg(target_arch = "x86_64")]
@@ -521,25 +564,28 @@ impl<S: Simd> Lanes<S> {
             self.accumulate_pairs::<F>(simd, kv, k0, ntok);
             return;
         }
-        decode_rows::<S, F>(simd, v_rows, rw, &mut self.v_tile);
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (kv, k0); // only the value pairs read the stored rows
+        let values = |values| Broadcast::rows(values, slots);
         if self.dtype == KvDtype::F32 {
             let st = &self.st[..ntok * rv];
-            let values = Broadcast {
-                values: &self.v_tile,
-                k_stride: slots,
-                col_stride: 1,
-            };
-            product::<S, { Order::SEQUENTIAL }>(simd, st, values, &mut self.ot, slots, ntok);
+            let v = values(&decoded.v);
+            product::<S, { Order::SEQUENTIAL }>(simd, st, v, &mut self.ot, slots, ntok);
             return;
         }
-        self.v_tile[ntok * slots..depth * slots].fill(0.0);
-        let values = Broadcast {
-            values: &self.v_tile,
-            k_stride: slots,
-            col_stride: 1,
-        };
-        let st = &self.st[..depth * rv];
-        product::<S, { Order::ADJACENT_PAIRS }>(simd, st, values, &mut self.ot, slots, depth);
+        // The whole pairs from the shared tile, then an odd last key beside a zero key (the
+        // shared tile's next row may be a key this block does not see): two calls sum each
+        // output in the order of one.
+        let whole = ntok & !1;
+        let (st, v) = (&self.st[..whole * rv], values(&decoded.v));
+        product::<S, { Order::ADJACENT_PAIRS }>(simd, st, v, &mut self.ot, slots, whole);
+        if whole < ntok {
+            let (last, zero) = self.last_values.split_at_mut(slots);
+            last.copy_from_slice(&decoded.v[whole * slots..][..slots]);
+            zero.fill(0.0);
+            let (st, v) = (&self.st[whole * rv..depth * rv], values(&self.last_values));
+            product::<S, { Order::ADJACENT_PAIRS }>(simd, st, v, &mut self.ot, slots, 2);
+        }
     }
 
     /// `vdpbf16ps` P V of the tile (`p_words` packed): its whole pairs of keys from the thread's
@@ -590,7 +636,7 @@ impl<S: Simd> Lanes<S> {
                     last,
                     None,
                     &decode,
-                    &mut self.v_tile,
+                    &mut self.last_values,
                     &mut self.last_pair,
                 );
                 let values = Words {

@@ -19,6 +19,17 @@ pub(super) struct Broadcast<'a> {
     pub col_stride: usize,
 }
 
+impl<'a> Broadcast<'a> {
+    /// `values` as `[k][col]` rows of `cols` elements.
+    pub fn rows(values: &'a [f32], cols: usize) -> Self {
+        Broadcast {
+            values,
+            k_stride: cols,
+            col_stride: 1,
+        }
+    }
+}
+
 /// The order each lane sums its `depth` products in (a `u8` for a const parameter).
 pub(super) struct Order;
 
