@@ -99,8 +99,9 @@ impl PeakInstruction {
 /// The instruction attention's prefill runs its products on with `table`, a `dtype` cache and
 /// `head_dim`: AMX tiles where [`prefill_uses_amx_tiles`], `vdpbf16ps` for a bf16 or int8 cache
 /// where the CPU has AVX512-BF16 (an int8 cache's scores run on `vpdpbusd`, twice as fast per
-/// instruction, and are counted at `vdpbf16ps`'s rate), else the f32 FMA of the table's level.
-/// `None` at the scalar level.
+/// instruction, and are counted at `vdpbf16ps`'s rate), else the f32 FMA of the table's level
+/// (on AVX2 an int8 cache's scores run on `vpmaddwd`, 16 products an instruction, and are
+/// counted at the FMA's rate too). `None` at the scalar level.
 pub fn attention_prefill_peak(
     table: &KernelTable,
     dtype: KvDtype,

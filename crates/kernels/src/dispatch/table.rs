@@ -231,7 +231,7 @@ impl KernelTable {
                 (false, true) => "query rows in avx512 lanes: fma, vpdpbusd int8 scores",
                 (false, false) => "query rows in avx512 lanes, fma",
             },
-            (SimdLevel::Avx2, _) => "query rows in avx2 lanes, fma",
+            (SimdLevel::Avx2, _) => "query rows in avx2 lanes: fma, vpmaddwd int8 scores",
             (SimdLevel::Neon, _) => "query rows in neon lanes, fma",
             (SimdLevel::Scalar, _) => "query rows in scalar lanes, fma",
         }
@@ -340,7 +340,10 @@ impl KernelTable {
             quantize_row: entry("avx2", quantize::quantize_row_avx2),
             kv_encode_row: entry("avx2", kv_encode::encode_row_avx2),
             int8_kv_scores: entry("key bytes widened to f32", None),
-            lane_dots: LaneDots::default(),
+            lane_dots: LaneDots {
+                int8_pairs: true,
+                ..LaneDots::default()
+            },
             inputs: InputForms::PLAIN,
         }
     }
@@ -426,9 +429,12 @@ impl KernelTable {
             } else {
                 entry("key bytes widened to f32", None)
             },
+            // Without VNNI the int8 scores stay on zmm FMAs: `vpmaddwd` on ymm does as many
+            // products an instruction, and was never measured on such a CPU.
             lane_dots: LaneDots {
                 bf16: features.avx512_bf16,
                 int8: features.avx512_vnni,
+                int8_pairs: false,
             },
             inputs,
         }

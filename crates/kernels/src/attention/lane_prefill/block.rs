@@ -1,8 +1,9 @@
 //! Blocks of lane prefill: up to [`BLOCK_ROWS`] query rows of one KV head, row `r` in lane
 //! `r % L` of register `r / L`, streaming the head's keys in tiles of [`KEY_TILE`] (a few blocks
 //! of the same head together, [`BLOCKS_PER_TILE`], so that a tile is read once). Per tile: the
-//! stored K and V rows are decoded to f32 once for all rows, `S^T = K Q^T` and `O^T += V^T P^T`
-//! run on the lane microkernel, and the online softmax between them works on whole registers
+//! stored K and V rows are decoded to f32 once for all those blocks' rows (int8 keys on AVX2:
+//! widened to i16 pairs for `vpmaddwd`), `S^T = K Q^T` and `O^T += V^T P^T` run on the lane
+//! microkernel, and the online softmax between them works on whole registers
 //! (a max over keys is a vector max, never a horizontal reduction).
 //!
 //! Element order: a stored row of `row_words` words of `E` elements is decoded to "slots", slot
@@ -119,12 +120,15 @@ struct Lanes<S: Simd> {
     /// `vpdpbusd` (int8), `P V` on `vdpbf16ps` (bf16 or int8).
     bf16_scores: bool,
     int8_scores: bool,
+    /// The scores over int8 keys on `vpmaddwd` (`dots_avx2`).
+    int8_pair_scores: bool,
     bf16_values: bool,
     /// `[slot][rv]`: the queries (f32 K: scaled by 1/sqrt(head_dim); bf16 K: rounded to bf16,
     /// unscaled; int8 K: their integers); empty where a dot-product kernel takes `q_words`.
     qt: Vec<S::f32s>,
     /// For a dot-product kernel, `[word][BLOCK_ROWS]`: the queries as the cache's words (bf16
-    /// pairs or four int8), and for int8 each row's sum of its integers.
+    /// pairs or four int8) or as pairs of i16 (`vpmaddwd`), and for `vpdpbusd` each row's sum
+    /// of its integers.
     q_words: Vec<u32>,
     q_sums: [i32; BLOCK_ROWS],
     /// Int8 K: each row's query scale (1 elsewhere).
@@ -151,8 +155,10 @@ struct Lanes<S: Simd> {
 /// take them decoded), `[key][slot]` in f32 (int8: the stored integers). Each block uses the
 /// first keys of it that it sees.
 struct DecodedTile {
-    /// Empty where the scores take the stored words.
+    /// Empty where the scores take the stored words or the pairs.
     k: Vec<f32>,
+    /// `[key][pair]` int8 keys widened to i16 pairs (`vpmaddwd` scores), else empty.
+    k_pairs: Vec<u32>,
     /// Empty where `P V` takes the shared value pairs.
     v: Vec<f32>,
 }
@@ -161,8 +167,11 @@ impl DecodedTile {
     /// Buffers for the rows that blocks of `lanes`' kind decode.
     fn for_blocks<S: Simd>(lanes: &Lanes<S>) -> Self {
         let rows = |decoded: bool| if decoded { KEY_TILE * lanes.slots } else { 0 };
+        let stored_or_pairs = lanes.bf16_scores || lanes.int8_scores || lanes.int8_pair_scores;
         DecodedTile {
-            k: vec![0.0; rows(!(lanes.bf16_scores || lanes.int8_scores))],
+            k: vec![0.0; rows(!stored_or_pairs)],
+            // Two pairs of i16 a stored word of four bytes.
+            k_pairs: vec![0; rows(lanes.int8_pair_scores) / 2],
             v: vec![0.0; rows(!lanes.bf16_values)],
         }
     }
@@ -180,6 +189,13 @@ impl DecodedTile {
         let rows = k0 * rw..(k0 + ntok) * rw;
         if !self.k.is_empty() {
             decode_rows::<S, F>(simd, &kv.k[rows.clone()], rw, &mut self.k);
+        }
+        #[cfg(target_arch = "x86_64")]
+        if !self.k_pairs.is_empty() {
+            // SAFETY: only blocks whose kernel table has `int8_pairs` widen, on a CPU with AVX2.
+            unsafe {
+                super::dots_avx2::widen_int8_keys(&kv.k[rows.clone()], rw, &mut self.k_pairs)
+            };
         }
         if !self.v.is_empty() {
             decode_rows::<S, F>(simd, &kv.v[rows], rw, &mut self.v);
@@ -281,9 +297,12 @@ impl<S: Simd> Lanes<S> {
         let zero = simd.splat_f32s(0.0);
         let bf16_scores = dots.bf16 && kv.dtype == KvDtype::Bf16;
         let int8_scores = dots.int8 && kv.dtype == KvDtype::Int8;
+        let int8_pair_scores = dots.int8_pairs && !int8_scores && kv.dtype == KvDtype::Int8;
         let bf16_values = dots.bf16 && kv.dtype != KvDtype::F32;
         let pair_words = |n: usize| if bf16_values { n } else { 0 };
-        let query_words = if bf16_scores || int8_scores {
+        let query_words = if int8_pair_scores {
+            2 * rw * BLOCK_ROWS
+        } else if bf16_scores || int8_scores {
             rw * BLOCK_ROWS
         } else {
             0
@@ -294,6 +313,7 @@ impl<S: Simd> Lanes<S> {
             dtype: kv.dtype,
             bf16_scores,
             int8_scores,
+            int8_pair_scores,
             bf16_values,
             qt: vec![zero; if query_words > 0 { 0 } else { slots * rv }],
             q_words: vec![0; query_words],
@@ -364,6 +384,13 @@ impl<S: Simd> Lanes<S> {
                             u32::from_le_bytes(word.try_into().expect("4 bytes"));
                     }
                     self.q_sums[r] = bytes[..d].iter().map(|&b| b as i8 as i32).sum();
+                } else if self.int8_pair_scores {
+                    #[cfg(target_arch = "x86_64")]
+                    for (p, pair) in bytes.chunks_exact(2).take(2 * rw).enumerate() {
+                        let value = |byte: u8| byte as i8 as i16;
+                        self.q_words[p * BLOCK_ROWS + r] =
+                            super::dots_avx2::pair_word(value(pair[0]), value(pair[1]));
+                    }
                 } else {
                     for_each_slot(d, rw, epw, |e, slot| {
                         qt[slot * BLOCK_ROWS + r] = bytes[e] as i8 as f32
@@ -419,7 +446,7 @@ impl<S: Simd> Lanes<S> {
         let rv = self.rv;
         let rw = kv.row_words;
         self.st[..ntok * rv].fill(simd.splat_f32s(0.0));
-        if !self.hardware_scores(k_rows, rw, ntok) {
+        if !self.hardware_scores(decoded, k_rows, rw, ntok) {
             let keys = Broadcast {
                 values: &decoded.k,
                 k_stride: 1,
@@ -516,10 +543,28 @@ impl<S: Simd> Lanes<S> {
         }
     }
 
-    /// The unscaled scores on a dot-product kernel where the CPU has one for this cache;
-    /// false where the generic path is to run.
+    /// The unscaled scores on a dot-product kernel where the CPU has one for this cache (of the
+    /// stored `k_rows`, or of `decoded`'s pairs); false where the generic path is to run.
     #[inline(always)]
-    fn hardware_scores(&mut self, k_rows: &[u32], rw: usize, ntok: usize) -> bool {
+    fn hardware_scores(
+        &mut self,
+        decoded: &DecodedTile,
+        k_rows: &[u32],
+        rw: usize,
+        ntok: usize,
+    ) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if self.int8_pair_scores {
+            let keys = super::dots_avx512::Words {
+                words: &decoded.k_pairs,
+                k_stride: 1,
+                col_stride: 2 * rw,
+            };
+            let st: &mut [f32] = bytemuck::cast_slice_mut(&mut self.st[..ntok * self.rv]);
+            // SAFETY: `dots` comes from a kernel table, which proved the CPU has AVX2.
+            unsafe { super::dots_avx2::dot_int8_pairs(&self.q_words, keys, st, ntok, 2 * rw) };
+            return true;
+        }
         #[cfg(target_arch = "x86_64")]
         if self.bf16_scores || self.int8_scores {
             use super::dots_avx512::{Words, dot_bf16, dot_int8};
@@ -539,7 +584,7 @@ impl<S: Simd> Lanes<S> {
             }
             return true;
         }
-        let _ = (k_rows, rw, ntok);
+        let _ = (decoded, k_rows, rw, ntok);
         false
     }
 
@@ -700,16 +745,39 @@ mod tests {
     }
 
     /// Every combination of dot-product kernels this CPU has (a VNNI-only CPU uses `vpdpbusd`
-    /// without `vdpbf16ps`, say) gives the generic path's bits, on a tile tail (odd keys) and a
-    /// head dim that is not a multiple of the words' elements.
+    /// without `vdpbf16ps`, say; an AVX2 one `vpmaddwd`) gives the generic path's bits at its
+    /// level, on a tile tail (odd keys) and a head dim that is not a multiple of the words'
+    /// elements.
     #[test]
     fn every_combination_of_dot_kernels_gives_the_generic_bits() {
         let features = cpu_features();
-        if !SimdLevel::Avx512.is_supported() {
-            eprintln!("skipped: no AVX-512 (the dot-product kernels are AVX-512's)");
+        let mut cases = Vec::new();
+        if SimdLevel::Avx2.is_supported() {
+            let pairs = LaneDots {
+                int8_pairs: true,
+                ..LaneDots::default()
+            };
+            cases.push((SimdLevel::Avx2, pairs));
+        }
+        if SimdLevel::Avx512.is_supported() {
+            for (bf16, int8, int8_pairs) in [
+                (features.avx512_bf16, false, false),
+                (false, features.avx512_vnni, false),
+                (features.avx512_bf16, features.avx512_vnni, false),
+                (features.avx512_bf16, false, true),
+            ] {
+                let dots = LaneDots {
+                    bf16,
+                    int8,
+                    int8_pairs,
+                };
+                cases.push((SimdLevel::Avx512, dots));
+            }
+        }
+        if cases.is_empty() {
+            eprintln!("skipped: no AVX2 (the dot-product kernels are AVX2's and AVX-512's)");
             return;
         }
-        let level = SimdLevel::Avx512;
         for dtype in [KvDtype::Bf16, KvDtype::Int8] {
             for head_dim in [128usize, 72, 65] {
                 let kv_len = 203;
@@ -725,12 +793,12 @@ mod tests {
                         position: kv_len - 5 + t,
                     })
                     .collect();
-                let run = |bf16: bool, int8: bool| {
+                let run = |level: SimdLevel, dots: LaneDots| {
                     let block = LaneBlock {
                         kv: layer.head(0),
                         q: &q,
                         rows: &rows,
-                        dots: LaneDots { bf16, int8 },
+                        dots,
                         values: ValuesKey::for_call()(0),
                     };
                     let state = &run_at(level, block)[0];
@@ -743,16 +811,11 @@ mod tests {
                     }
                     bits
                 };
-                let generic = run(false, false);
-                let combinations = [
-                    (features.avx512_bf16, false),
-                    (false, features.avx512_vnni),
-                    (features.avx512_bf16, features.avx512_vnni),
-                ];
-                for (bf16, int8) in combinations {
+                for &(level, dots) in &cases {
+                    let generic = run(level, LaneDots::default());
                     assert!(
-                        run(bf16, int8) == generic,
-                        "{dtype:?}, head_dim {head_dim}: bf16 {bf16}, int8 {int8}"
+                        run(level, dots) == generic,
+                        "{dtype:?}, head_dim {head_dim}, {level:?}: {dots:?}"
                     );
                 }
             }

@@ -28,7 +28,7 @@ pub(super) struct Words<'a> {
 }
 
 impl Words<'_> {
-    fn check(&self, cols: usize, depth: usize) {
+    pub(super) fn check(&self, cols: usize, depth: usize) {
         assert!((depth - 1) * self.k_stride + (cols - 1) * self.col_stride < self.words.len());
     }
 }

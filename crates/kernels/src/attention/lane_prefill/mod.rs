@@ -13,6 +13,8 @@
 
 mod block;
 #[cfg(target_arch = "x86_64")]
+mod dots_avx2;
+#[cfg(target_arch = "x86_64")]
 mod dots_avx512;
 mod product;
 mod value_pairs;
@@ -30,14 +32,17 @@ use crate::{KernelTable, SimdLevel};
 use block::{BLOCK_ROWS, BLOCKS_PER_TILE, LaneBlock};
 use value_pairs::ValuesKey;
 
-/// The AVX-512 dot-product kernels a kernel table lets lane prefill use (`dots_avx512`): each
-/// gives the bits of the generic path, faster.
+/// The dot-product kernels a kernel table lets lane prefill use (`dots_avx512`, `dots_avx2`):
+/// each gives the bits of the generic path, faster.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct LaneDots {
     /// `vdpbf16ps` for both products over a bf16 cache and for `P V` over an int8 one.
     pub bf16: bool,
     /// `vpdpbusd` for the scores over int8 keys.
     pub int8: bool,
+    /// `vpmaddwd` (AVX2) for the scores over int8 keys widened to i16 pairs, where `int8` is
+    /// not set.
+    pub int8_pairs: bool,
 }
 
 /// [`super::prefill`] on the vector units of `table`'s level; the arguments are checked already.
