@@ -148,18 +148,6 @@ pub(crate) struct ColumnBlock<'a> {
 }
 
 impl<'a> ColumnBlock<'a> {
-    /// All of `y` (`[rows, cols]`, contiguous) as one block.
-    pub(crate) fn whole(y: &'a mut [f32], rows: usize, cols: usize) -> Self {
-        assert_eq!(y.len(), rows * cols, "a block of {rows} rows of {cols}");
-        ColumnBlock {
-            first: y.as_mut_ptr(),
-            rows,
-            cols,
-            ld: cols,
-            _borrow: PhantomData,
-        }
-    }
-
     pub(crate) fn rows(&self) -> usize {
         self.rows
     }

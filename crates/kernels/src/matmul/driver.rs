@@ -61,7 +61,6 @@ thread_local! {
     #[cfg(target_arch = "x86_64")]
     static AMX_BF16_SCRATCH: RefCell<amx::bf16::AmxBf16Activations> =
         RefCell::new(Default::default());
-    static GATE_SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
     static JOB_BUFFERS: RefCell<JobBuffers> = RefCell::new(JobBuffers::default());
 }
 
@@ -76,6 +75,12 @@ struct JobBuffers {
     kernels: Vec<ColumnKernel>,
     lds: Vec<usize>,
     columns: ColumnsStorage,
+    /// The gate's outputs `[m, n]` of a fused gate and up, and their column blocks: the
+    /// caller's, not the thread's that runs a job (a helper thread that had never run a gate
+    /// job allocated its buffer in the middle of a decode step).
+    gate_out: Vec<f32>,
+    gate_jobs: Vec<BlockSpec>,
+    gate_columns: ColumnsStorage,
 }
 
 pub(crate) fn run(
@@ -126,6 +131,20 @@ pub(crate) fn run(
         Epilogue::SiluGate(g) => Some(g),
         Epilogue::None => None,
     };
+    if let Some(g) = gate
+        && (mats.len() != 1 || g.n() != mats[0].0.n() || g.k() != k)
+    {
+        return Err(MatmulError::Fusion {
+            what: format!(
+                "a gate of {} x {} fuses with one matrix of its shape, not {} of {} x {}",
+                g.n(),
+                g.k(),
+                mats.len(),
+                mats[0].0.n(),
+                k
+            ),
+        });
+    }
     let mut input = prepare_inputs(table, mats, gate, x, m, k);
 
     let threads = rayon::current_num_threads();
@@ -137,6 +156,9 @@ pub(crate) fn run(
         kernels,
         lds,
         columns: storage,
+        gate_out,
+        gate_jobs,
+        gate_columns: gate_storage,
     } = &mut buffers;
     jobs.clear();
     for (matrix, (w, _)) in mats.iter().enumerate() {
@@ -162,6 +184,19 @@ pub(crate) fn run(
     let gate_kernel = gate.map(|g| (g, table.column_kernel(g, m)));
     lds.clear();
     lds.extend(mats.iter().map(|(w, _)| w.n()));
+    let mut gate_y: Option<[&mut [f32]; 1]> = gate.map(|g| {
+        let len = m * g.n();
+        if gate_out.len() < len {
+            gate_out.resize(len, 0.0);
+        }
+        [&mut gate_out[..len]]
+    });
+    let gate_columns = gate.zip(gate_y.as_mut()).map(|(g, y)| {
+        gate_jobs.clear();
+        gate_jobs.extend_from_slice(jobs);
+        let (blocks, storage) = (std::mem::take(gate_jobs), std::mem::take(gate_storage));
+        DisjointColumns::reusing(y, &[g.n()], m, blocks, storage)
+    });
     let columns =
         DisjointColumns::reusing(ys, lds, m, std::mem::take(jobs), std::mem::take(storage));
     let input_ref = &input;
@@ -176,21 +211,19 @@ pub(crate) fn run(
                 out.row_mut(i).iter_mut().zip(b).for_each(|(y, b)| *y += b);
             }
         }
-        if let Some((g, gate_kernel)) = gate_kernel {
-            GATE_SCRATCH.with_borrow_mut(|tmp| {
-                tmp.clear();
-                tmp.resize(m * job.cols, 0.0);
-                let mut gate_out = ColumnBlock::whole(tmp, m, job.cols);
-                gate_kernel.run(g, input_ref, job.col0, &mut gate_out);
-                for i in 0..m {
-                    let gate_row = &tmp[i * job.cols..][..job.cols];
-                    silu_mul_in_place(table.level(), gate_row, out.row_mut(i));
-                }
-            });
+        if let Some(((g, gate_kernel), gate_columns)) = gate_kernel.zip(gate_columns.as_ref()) {
+            let mut gate_out = gate_columns.take(j);
+            gate_kernel.run(g, input_ref, job.col0, &mut gate_out);
+            for i in 0..m {
+                silu_mul_in_place(table.level(), gate_out.row_mut(i), out.row_mut(i));
+            }
         }
     });
 
     (*jobs, *storage) = columns.into_storage();
+    if let Some(gate_columns) = gate_columns {
+        (*gate_jobs, *gate_storage) = gate_columns.into_storage();
+    }
     JOB_BUFFERS.with_borrow_mut(|slot| *slot = buffers);
     if let Some(q8) = input.q8.take() {
         Q8_SCRATCH.with_borrow_mut(|slot| *slot = q8);
