@@ -72,10 +72,23 @@ pub(super) struct BlockState {
 impl BlockState {
     /// Row `r`'s accumulator in element order (`dst.len()` = head_dim).
     pub(super) fn gather_row(&self, r: usize, dst: &mut [f32]) {
-        let (rw, epw) = (self.row_words, self.elems_per_word);
-        for_each_slot(dst.len(), rw, epw, |e, slot| {
-            dst[e] = self.acc[slot * BLOCK_ROWS + r]
-        });
+        match self.elems_per_word {
+            1 => self.gather::<1>(r, dst),
+            2 => self.gather::<2>(r, dst),
+            4 => self.gather::<4>(r, dst),
+            epw => unreachable!("no word format of {epw} elements"),
+        }
+    }
+
+    /// [`BlockState::gather_row`] for words of `E` elements: element `E * w + j` is at slot
+    /// `j * row_words + w` (constant `E`: this runs for every row of every block).
+    fn gather<const E: usize>(&self, r: usize, dst: &mut [f32]) {
+        let column = &self.acc[r..];
+        for (w, elems) in dst.chunks_mut(E).enumerate() {
+            for (j, e) in elems.iter_mut().enumerate() {
+                *e = column[(j * self.row_words + w) * BLOCK_ROWS];
+            }
+        }
     }
 }
 
@@ -218,16 +231,16 @@ fn run<S: Simd, F: WordFormat>(simd: S, block: LaneBlock<'_>) -> Vec<BlockState>
     assert!(!rows.is_empty());
     let mut done = Vec::with_capacity(rows.len().div_ceil(BLOCK_ROWS));
     for group in rows.chunks(BLOCKS_PER_TILE * BLOCK_ROWS) {
-        let mut blocks: Vec<(Lanes<S>, usize, usize)> = group
-            .chunks(BLOCK_ROWS)
-            .map(|rows| {
-                let first = rows.iter().map(|r| r.position).min().expect("rows");
-                let key_end = rows.iter().map(|r| r.position).max().expect("rows") + 1;
-                let mut lanes = Lanes::<S>::new::<F>(simd, kv, dots, values);
-                lanes.load_queries(kv, q, rows);
-                (lanes, first, key_end)
-            })
-            .collect();
+        // A plain loop, not a `map` closure: closures do not inherit the target features, and
+        // the query layout's vector code would be calls.
+        let mut blocks: Vec<(Lanes<S>, usize, usize)> = Vec::with_capacity(BLOCKS_PER_TILE);
+        for rows in group.chunks(BLOCK_ROWS) {
+            let first = rows.iter().map(|r| r.position).min().expect("rows");
+            let key_end = rows.iter().map(|r| r.position).max().expect("rows") + 1;
+            let mut lanes = Lanes::<S>::new::<F>(simd, kv, dots, values);
+            lanes.load_queries(simd, kv, q, rows);
+            blocks.push((lanes, first, key_end));
+        }
         let key_end = blocks.iter().map(|b| b.2).max().expect("blocks");
         let mut decoded = DecodedTile::for_blocks(&blocks[0].0);
         for k0 in (0..key_end).step_by(KEY_TILE) {
@@ -274,6 +287,19 @@ fn decode_rows<S: Simd, F: WordFormat>(simd: S, rows: &[u32], row_words: usize, 
                 }
             }
         }
+    }
+}
+
+/// `x` rounded to bf16 ([`round_bf16`]) into `out` (as long), a register at a time.
+#[inline(always)]
+fn round_row<S: Simd>(simd: S, x: &[f32], out: &mut [f32]) {
+    let (xs, x_tail) = S::as_simd_f32s(x);
+    let (outs, out_tail) = S::as_mut_simd_f32s(out);
+    for (y, &v) in outs.iter_mut().zip(xs) {
+        *y = round_bf16(simd, v);
+    }
+    for (y, &v) in out_tail.iter_mut().zip(x_tail) {
+        *y = round_bf16_scalar(v);
     }
 }
 
@@ -364,7 +390,8 @@ impl<S: Simd> Lanes<S> {
     /// The rows' queries into `qt`, or for a dot-product kernel straight into `q_words` (and int8
     /// K: their scales), their positions; lanes past the rows get zero queries at the last row's
     /// position.
-    fn load_queries(&mut self, kv: KvHeadView<'_>, q: &[f32], rows: &[QueryRow]) {
+    #[inline(always)]
+    fn load_queries(&mut self, simd: S, kv: KvHeadView<'_>, q: &[f32], rows: &[QueryRow]) {
         let (d, rw) = (kv.head_dim, kv.row_words);
         let epw = self.slots / rw;
         let scale = 1.0 / (d as f32).sqrt();
@@ -402,25 +429,27 @@ impl<S: Simd> Lanes<S> {
             // bf16 K: rounded as the dot-product instructions take them, the scale applied to
             // the scores (as the AMX tiles do).
             let bf16 = kv.dtype == KvDtype::Bf16;
+            let mut values = vec![0.0f32; d];
             for (r, row) in rows.iter().enumerate() {
                 let query = &q[row.q_offset..][..d];
+                if bf16 {
+                    round_row(simd, query, &mut values);
+                } else {
+                    values
+                        .iter_mut()
+                        .zip(query)
+                        .for_each(|(v, &x)| *v = x * scale);
+                }
                 if self.bf16_scores {
                     // A word is the pair (2w, 2w + 1), the even element in the low half.
-                    let bits =
-                        |e: usize| query.get(e).map_or(0, |&x| round_bf16_scalar(x).to_bits());
+                    let bits = |e: usize| values.get(e).map_or(0, |x| x.to_bits());
                     for w in 0..rw {
                         self.q_words[w * BLOCK_ROWS + r] =
                             (bits(2 * w) >> 16) | (bits(2 * w + 1) & 0xffff_0000);
                     }
                     continue;
                 }
-                for_each_slot(d, rw, epw, |e, slot| {
-                    qt[slot * BLOCK_ROWS + r] = if bf16 {
-                        round_bf16_scalar(query[e])
-                    } else {
-                        query[e] * scale
-                    };
-                });
+                for_each_slot(d, rw, epw, |e, slot| qt[slot * BLOCK_ROWS + r] = values[e]);
             }
         }
         let position: &mut [f32] = bytemuck::cast_slice_mut(&mut self.position);
