@@ -118,6 +118,27 @@ fn an_eps_that_is_zero_as_f32_is_refused_naming_the_field() {
     check(&text);
 }
 
+/// Found by the fuzz smoke in CI: yarn without a factor takes max_position_embeddings /
+/// original_max_position_embeddings, which was accepted below 1 (a context shrunk, not
+/// extended); refused, naming the factor.
+#[test]
+fn a_derived_yarn_factor_below_one_is_refused_naming_the_field() {
+    let mut config = base_config();
+    config.insert("max_position_embeddings".into(), json!(64));
+    config.insert(
+        "rope_scaling".into(),
+        json!({"rope_type": "yarn", "original_max_position_embeddings": 65}),
+    );
+    let text = serde_json::to_string(&Value::Object(config)).unwrap();
+    let err = gattn_model::Qwen3Config::from_json_str(std::path::Path::new("d/config.json"), &text)
+        .unwrap_err();
+    assert!(
+        matches!(&err, gattn_model::ModelError::Config { field, .. } if field.ends_with("factor")),
+        "{err}"
+    );
+    check(&text);
+}
+
 /// Every numeric field at its edges, one at a time (random edits reach few of these): each is
 /// accepted within the documented constraints or refused naming the field.
 #[test]

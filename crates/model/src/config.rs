@@ -503,9 +503,22 @@ fn parse_rope_scaling(
                     .positive("original_max_position_embeddings")?
                     .unwrap_or(max_position_embeddings),
             };
+            // Without a factor, transformers takes max_position_embeddings / original.
             let factor = match factor {
                 Some(f) => check_factor(f)?,
-                None => max_position_embeddings as f64 / original as f64,
+                None if max_position_embeddings >= original => {
+                    max_position_embeddings as f64 / original as f64
+                }
+                None => {
+                    return Err(s.error(
+                        "factor",
+                        format!(
+                            "is missing, and max_position_embeddings / \
+                             original_max_position_embeddings = {max_position_embeddings} / \
+                             {original} is below 1"
+                        ),
+                    ));
+                }
             };
             let yarn = YarnParams {
                 factor,
