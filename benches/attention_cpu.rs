@@ -5,8 +5,9 @@
 //! One layer of the Qwen3-1.7B shape (16 heads, 8 KV heads, head_dim 128):
 //! - prefill of `GATTN_BENCH_CPU_QUERIES` (128) queries after `GATTN_BENCH_CPU_OFFSET` (4096)
 //!   cached keys: GFLOP per CPU-second (4 * head_dim FLOP per query-key pair), its ratio to the
-//!   f32 FMA peak and to the peak of the instruction prefill runs on for that cache
-//!   (`matrix_peak::attention_prefill_peak`: `vdpbf16ps` for bf16 and int8 where the CPU has it);
+//!   f32 FMA peak and to the peak of the instructions prefill runs on for that cache
+//!   (`matrix_peak::attention_prefill_peak`: `vdpbf16ps` for bf16 where the CPU has it, an
+//!   int8 cache's scores on `vpdpbusd` or `vpmaddwd`; half the FLOP on each product);
 //! - decode of one query after the same offset: GB of K/V read per CPU-second.
 //!
 //! `cargo bench -p gattn-benches --bench attention_cpu`; `GATTN_BENCH_ATTN_DTYPES=bf16,int8,f32`
@@ -18,7 +19,9 @@ use gattn_kernels::attention::{
     AttentionCall, AttentionShape, DecodeScratch, GateScores, KvDtype, KvLayer, decode, prefill,
 };
 use gattn_kernels::dispatch::simd_level;
-use gattn_kernels::matrix_peak::{PeakInstruction, attention_prefill_peak, run_one_pass};
+use gattn_kernels::matrix_peak::{
+    PeakInstruction, attention_prefill_peak, halves_rate, run_one_pass,
+};
 use std::hint::black_box;
 
 const SHAPE: AttentionShape = AttentionShape {
@@ -127,13 +130,23 @@ fn main() {
                 rate / peak
             );
             let own = attention_prefill_peak(table, dtype, SHAPE.head_dim);
-            if own.is_some() && own != fma {
-                let own_peak = peak_of(own);
+            if let Some(own) = own.filter(|own| Some(own.scores) != fma || own.values != own.scores)
+            {
+                let scores_peak = peak_of(Some(own.scores));
+                let values_peak = if own.values == own.scores {
+                    scores_peak
+                } else {
+                    peak_of(Some(own.values))
+                };
+                let own_peak = halves_rate(scores_peak, values_peak);
                 println!(
-                    "{level} {dtype}: {:.2} of the {} peak ({:.1} GFLOP per CPU-second)",
+                    "{level} {dtype}: {:.2} of the {} peak ({:.1} GFLOP per CPU-second; {:.1} and \
+                     {:.1} for each half)",
                     rate / own_peak,
-                    own.map_or("none", PeakInstruction::name),
-                    own_peak / 1e9
+                    own.name(),
+                    own_peak / 1e9,
+                    scores_peak / 1e9,
+                    values_peak / 1e9
                 );
             }
             // K and V rows of every KV head (int8: with their f32 scales), as decode reads them.

@@ -646,7 +646,7 @@ fn bench_times_the_prefill_on_top_of_the_depth_and_can_skip_the_decode() {
             .unwrap_or(f64::NAN);
         assert!(v.is_finite() && v > 0.0, "prefill.attention.{key} = {v}");
     }
-    // The peak of the instruction attention runs on, probed in the run, and the ratio to it
+    // The peak of the instructions attention runs on, probed in the run, and the ratio to it
     // (none at the scalar level only).
     let attention = &json["prefill"]["attention"];
     let instruction = attention["peak"]["instruction"].as_str();
@@ -668,6 +668,20 @@ fn bench_times_the_prefill_on_top_of_the_depth_and_can_skip_the_decode() {
         let rate = attention["flops_per_second"].as_f64().unwrap();
         assert!(peak.is_finite() && peak > 0.0, "{attention}");
         assert!((ratio - rate / peak).abs() <= 1e-9 * ratio, "{attention}");
+        // Half the FLOP on the scores' instruction, half on P V's: the same one here (a bf16
+        // cache), so the peak is that instruction's.
+        let half = |key: &str| attention["peak"][key]["flops_per_second"].as_f64().unwrap();
+        let (scores, values) = (half("scores"), half("values"));
+        assert_eq!(
+            attention["peak"]["scores"]["instruction"], instruction,
+            "{attention}"
+        );
+        assert_eq!(
+            attention["peak"]["values"]["instruction"], instruction,
+            "{attention}"
+        );
+        let both = 2.0 / (1.0 / scores + 1.0 / values);
+        assert!((peak - both).abs() <= 1e-9 * peak, "{attention}");
     } else {
         assert!(attention["ratio_to_peak"].is_null(), "{attention}");
     }

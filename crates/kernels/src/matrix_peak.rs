@@ -1,12 +1,14 @@
 //! Peak probes of the arithmetic instructions the kernels run: how many FLOP per second this
 //! machine retires with one instruction, on operands that stay in registers, all threads of the
 //! current rayon pool together. The instructions: AMX bf16 tiles (`tdpbf16ps`), AVX512-BF16 dot
-//! products (`vdpbf16ps`), and f32 fused multiply-adds at each vector width (`vfmadd231ps` on
-//! ymm and zmm, NEON `fmla`).
+//! products (`vdpbf16ps`), the integer dot products of int8 scores (`vpdpbusd`; `vpmaddwd` with
+//! its `vpaddd` on AVX2), and f32 fused multiply-adds at each vector width (`vfmadd231ps` on ymm
+//! and zmm, NEON `fmla`). An integer multiply-add counts 2 "FLOP" like a float one.
 //!
-//! `gattn-cpu bench` reports attention's FLOP rate as a ratio to the peak of the instruction its
-//! prefill runs on ([`attention_prefill_peak`]), measured in the same run on the same threads, as
-//! decode is reported against the bandwidth probe.
+//! `gattn-cpu bench` reports attention's FLOP rate as a ratio to the peak of the instructions its
+//! prefill runs on ([`attention_prefill_peak`]: one for the scores, one for `P V`, half the FLOP
+//! each), measured in the same run on the same threads, as decode is reported against the
+//! bandwidth probe.
 
 use std::time::Instant;
 
@@ -20,6 +22,11 @@ pub enum PeakInstruction {
     AmxBf16Tile,
     /// AVX512-BF16 `vdpbf16ps`: 16 lanes of 2-term bf16 dot products.
     Avx512Bf16Dot,
+    /// AVX512-VNNI `vpdpbusd` on zmm: 16 lanes of 4-term u8 x i8 dot products.
+    Avx512VnniDot,
+    /// AVX2 `vpmaddwd` and the `vpaddd` that accumulates it, on ymm: 8 lanes of 2-term i16 dot
+    /// products (the pair counts as one instruction).
+    Avx2WordPairs,
     /// AVX2 + FMA `vfmadd231ps` on ymm: 8 f32 lanes.
     FmaYmm,
     /// AVX-512F `vfmadd231ps` on zmm: 16 f32 lanes.
@@ -29,9 +36,11 @@ pub enum PeakInstruction {
 }
 
 impl PeakInstruction {
-    pub const ALL: [PeakInstruction; 5] = [
+    pub const ALL: [PeakInstruction; 7] = [
         PeakInstruction::AmxBf16Tile,
         PeakInstruction::Avx512Bf16Dot,
+        PeakInstruction::Avx512VnniDot,
+        PeakInstruction::Avx2WordPairs,
         PeakInstruction::FmaYmm,
         PeakInstruction::FmaZmm,
         PeakInstruction::NeonFmla,
@@ -42,6 +51,8 @@ impl PeakInstruction {
         match self {
             PeakInstruction::AmxBf16Tile => "tdpbf16ps",
             PeakInstruction::Avx512Bf16Dot => "vdpbf16ps",
+            PeakInstruction::Avx512VnniDot => "vpdpbusd zmm",
+            PeakInstruction::Avx2WordPairs => "vpmaddwd+vpaddd ymm",
             PeakInstruction::FmaYmm => "vfmadd231ps ymm",
             PeakInstruction::FmaZmm => "vfmadd231ps zmm",
             PeakInstruction::NeonFmla => "fmla .4s",
@@ -53,6 +64,8 @@ impl PeakInstruction {
         match self {
             PeakInstruction::AmxBf16Tile => 2.0 * 16.0 * 16.0 * 32.0,
             PeakInstruction::Avx512Bf16Dot => 2.0 * 16.0 * 2.0,
+            PeakInstruction::Avx512VnniDot => 2.0 * 16.0 * 4.0,
+            PeakInstruction::Avx2WordPairs => 2.0 * 8.0 * 2.0,
             PeakInstruction::FmaYmm => 2.0 * 8.0,
             PeakInstruction::FmaZmm => 2.0 * 16.0,
             PeakInstruction::NeonFmla => 2.0 * 4.0,
@@ -64,10 +77,11 @@ impl PeakInstruction {
     fn per_pass(self) -> usize {
         match self {
             PeakInstruction::AmxBf16Tile => 1 << 20,
-            PeakInstruction::Avx512Bf16Dot => 1 << 24,
-            PeakInstruction::FmaYmm | PeakInstruction::FmaZmm | PeakInstruction::NeonFmla => {
-                1 << 26
-            }
+            PeakInstruction::Avx512Bf16Dot | PeakInstruction::Avx512VnniDot => 1 << 24,
+            PeakInstruction::Avx2WordPairs
+            | PeakInstruction::FmaYmm
+            | PeakInstruction::FmaZmm
+            | PeakInstruction::NeonFmla => 1 << 26,
         }
     }
 
@@ -78,6 +92,10 @@ impl PeakInstruction {
             PeakInstruction::Avx512Bf16Dot => {
                 SimdLevel::Avx512.is_supported() && crate::dispatch::cpu_features().avx512_bf16
             }
+            PeakInstruction::Avx512VnniDot => {
+                SimdLevel::Avx512.is_supported() && crate::dispatch::cpu_features().avx512_vnni
+            }
+            PeakInstruction::Avx2WordPairs => SimdLevel::Avx2.is_supported(),
             PeakInstruction::FmaYmm => SimdLevel::Avx2.is_supported(),
             PeakInstruction::FmaZmm => SimdLevel::Avx512.is_supported(),
             PeakInstruction::NeonFmla => SimdLevel::Neon.is_supported(),
@@ -96,24 +114,96 @@ impl PeakInstruction {
     }
 }
 
-/// The instruction attention's prefill runs its products on with `table`, a `dtype` cache and
-/// `head_dim`: AMX tiles where [`prefill_uses_amx_tiles`], `vdpbf16ps` for a bf16 or int8 cache
-/// where the CPU has AVX512-BF16 (an int8 cache's scores run on `vpdpbusd`, twice as fast per
-/// instruction, and are counted at `vdpbf16ps`'s rate), else the f32 FMA of the table's level
-/// (on AVX2 an int8 cache's scores run on `vpmaddwd`, 16 products an instruction, and are
-/// counted at the FMA's rate too). `None` at the scalar level.
+/// The instructions attention's prefill multiplies with: one for the scores `Q K^T`, one for
+/// `P V`. Each product is half of attention's FLOP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttentionInstructions {
+    pub scores: PeakInstruction,
+    pub values: PeakInstruction,
+}
+
+impl AttentionInstructions {
+    /// One name where both products run on the same instruction, else `scores (Q K) + values
+    /// (P V)`: what `bench` prints and records as `peak.instruction`.
+    pub fn name(self) -> String {
+        if self.scores == self.values {
+            self.scores.name().to_string()
+        } else {
+            format!(
+                "{} (Q K) + {} (P V)",
+                self.scores.name(),
+                self.values.name()
+            )
+        }
+    }
+}
+
+/// The instructions attention's prefill runs its products on with `table`, a `dtype` cache and
+/// `head_dim` (`None` at the scalar level): AMX tiles for both where
+/// [`prefill_uses_amx_tiles`]; else, on the vector path, `vdpbf16ps` over a bf16 cache and for
+/// an int8 cache's `P V` where the CPU has AVX512-BF16, `vpdpbusd` (AVX512-VNNI) or `vpmaddwd`
+/// (AVX2) for an int8 cache's scores, and the f32 FMA of the table's level for the rest.
 pub fn attention_prefill_peak(
     table: &KernelTable,
     dtype: KvDtype,
     head_dim: usize,
-) -> Option<PeakInstruction> {
+) -> Option<AttentionInstructions> {
     if prefill_uses_amx_tiles(table, dtype, head_dim) {
-        return Some(PeakInstruction::AmxBf16Tile);
+        return Some(AttentionInstructions {
+            scores: PeakInstruction::AmxBf16Tile,
+            values: PeakInstruction::AmxBf16Tile,
+        });
     }
-    if dtype != KvDtype::F32 && table.lane_dots().bf16 {
-        return Some(PeakInstruction::Avx512Bf16Dot);
-    }
-    PeakInstruction::vector_fma(table.level())
+    let fma = PeakInstruction::vector_fma(table.level())?;
+    let dots = table.lane_dots();
+    let values = if dtype != KvDtype::F32 && dots.bf16 {
+        PeakInstruction::Avx512Bf16Dot
+    } else {
+        fma
+    };
+    let scores = match dtype {
+        KvDtype::F32 => fma,
+        KvDtype::Bf16 => values,
+        KvDtype::Int8 if dots.int8 => PeakInstruction::Avx512VnniDot,
+        KvDtype::Int8 if dots.int8_pairs => PeakInstruction::Avx2WordPairs,
+        KvDtype::Int8 => fma,
+    };
+    Some(AttentionInstructions { scores, values })
+}
+
+/// The peak of attention's FLOP on `instructions`, half of them on each: the rate at which
+/// both halves would finish if each ran at its instruction's peak.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AttentionPeak {
+    pub instructions: AttentionInstructions,
+    pub scores: MatrixPeak,
+    pub values: MatrixPeak,
+    /// `2 / (1 / scores + 1 / values)` FLOP per second.
+    pub flops_per_second: f64,
+}
+
+/// [`AttentionPeak`] on the current rayon pool (each instruction probed once), or `None` where
+/// this process cannot run one of them.
+pub fn measure_attention_peak_in_current_pool(
+    instructions: AttentionInstructions,
+) -> Option<AttentionPeak> {
+    let scores = measure_peak_in_current_pool(instructions.scores)?;
+    let values = if instructions.values == instructions.scores {
+        scores
+    } else {
+        measure_peak_in_current_pool(instructions.values)?
+    };
+    Some(AttentionPeak {
+        instructions,
+        scores,
+        values,
+        flops_per_second: halves_rate(scores.flops_per_second, values.flops_per_second),
+    })
+}
+
+/// The rate of work split in two equal halves, run one after the other at `a` and at `b`.
+pub fn halves_rate(a: f64, b: f64) -> f64 {
+    2.0 / (1.0 / a + 1.0 / b)
 }
 
 /// The peak of one instruction on the current rayon pool.
@@ -174,6 +264,10 @@ unsafe fn run_pass(instruction: PeakInstruction) {
             PeakInstruction::AmxBf16Tile => x86::tile_pass(n),
             #[cfg(target_arch = "x86_64")]
             PeakInstruction::Avx512Bf16Dot => x86::bf16_dot_pass(n),
+            #[cfg(target_arch = "x86_64")]
+            PeakInstruction::Avx512VnniDot => x86::vnni_dot_pass(n),
+            #[cfg(target_arch = "x86_64")]
+            PeakInstruction::Avx2WordPairs => x86::word_pairs_pass(n),
             #[cfg(target_arch = "x86_64")]
             PeakInstruction::FmaYmm => x86::fma_ymm_pass(n),
             #[cfg(target_arch = "x86_64")]
@@ -236,6 +330,42 @@ mod x86 {
             sum = _mm512_add_ps(sum, x);
         }
         std::hint::black_box(sum);
+    }
+
+    /// `FMA_CHAINS` accumulators of `vpdpbusd` (5 cycles' latency on Intel, 2 pipes on server
+    /// cores): the sums wrap harmlessly, nothing reads them.
+    #[target_feature(enable = "avx512f,avx512vnni")]
+    pub(super) fn vnni_dot_pass(n: usize) {
+        let (a, b) = (
+            _mm512_set1_epi32(std::hint::black_box(0x0102_0304)),
+            _mm512_set1_epi32(0x0403_0201),
+        );
+        let mut acc = [_mm512_setzero_si512(); FMA_CHAINS];
+        for _ in 0..n / FMA_CHAINS {
+            for x in acc.iter_mut() {
+                *x = _mm512_dpbusd_epi32(*x, a, b);
+            }
+        }
+        std::hint::black_box(acc);
+    }
+
+    /// `FMA_CHAINS` accumulators, each `acc += vpmaddwd(a_i, b)` as the AVX2 int8 scores do
+    /// (`n` pairs of instructions). The `a_i` are read from memory each round, as the kernel's
+    /// rows are: the opaque `black_box` of their address keeps the compiler from hoisting the
+    /// products, which would otherwise be loop-invariant.
+    #[target_feature(enable = "avx2")]
+    pub(super) fn word_pairs_pass(n: usize) {
+        let operands: [__m256i; FMA_CHAINS] =
+            std::array::from_fn(|i| _mm256_set1_epi32(0x0003_0005 + i as i32));
+        let b = _mm256_set1_epi32(0x0007_0002);
+        let mut acc = [_mm256_setzero_si256(); FMA_CHAINS];
+        for _ in 0..n / FMA_CHAINS {
+            std::hint::black_box(&operands);
+            for (x, a) in acc.iter_mut().zip(&operands) {
+                *x = _mm256_add_epi32(*x, _mm256_madd_epi16(*a, b));
+            }
+        }
+        std::hint::black_box(acc);
     }
 
     /// Independent FMA chains a core must keep in flight: latency x pipes. Zen 3/4 and Intel
@@ -323,35 +453,81 @@ mod tests {
     }
 
     #[test]
-    fn attention_is_reported_against_an_instruction_every_vector_table_can_run() {
+    fn attention_is_reported_against_instructions_every_vector_table_can_run() {
         for table in KernelTable::all_supported() {
             for dtype in [KvDtype::F32, KvDtype::Bf16, KvDtype::Int8] {
-                let instruction = attention_prefill_peak(table, dtype, 128);
+                let instructions = attention_prefill_peak(table, dtype, 128);
                 match table.level() {
-                    SimdLevel::Scalar => assert_eq!(instruction, None),
+                    SimdLevel::Scalar => assert_eq!(instructions, None),
                     _ => assert!(
-                        instruction.is_some_and(PeakInstruction::is_available),
-                        "{table} {dtype:?}: {instruction:?}"
+                        instructions
+                            .is_some_and(|i| i.scores.is_available() && i.values.is_available()),
+                        "{table} {dtype:?}: {instructions:?}"
                     ),
                 }
             }
         }
+        let pair = |scores, values| Some(AttentionInstructions { scores, values });
         #[cfg(target_arch = "x86_64")]
         if let Some(avx2) = KernelTable::get(SimdLevel::Avx2, false) {
+            use PeakInstruction::{Avx2WordPairs, FmaYmm};
             assert_eq!(
                 attention_prefill_peak(avx2, KvDtype::Bf16, 128),
-                Some(PeakInstruction::FmaYmm)
+                pair(FmaYmm, FmaYmm)
+            );
+            assert_eq!(
+                attention_prefill_peak(avx2, KvDtype::Int8, 128),
+                pair(Avx2WordPairs, FmaYmm)
+            );
+        }
+        if let Some(avx512) = KernelTable::get(SimdLevel::Avx512, false) {
+            let features = crate::dispatch::cpu_features();
+            let bf16_or_fma = if features.avx512_bf16 {
+                PeakInstruction::Avx512Bf16Dot
+            } else {
+                PeakInstruction::FmaZmm
+            };
+            let scores = if features.avx512_vnni {
+                PeakInstruction::Avx512VnniDot
+            } else {
+                bf16_or_fma
+            };
+            assert_eq!(
+                attention_prefill_peak(avx512, KvDtype::Bf16, 128),
+                pair(bf16_or_fma, bf16_or_fma)
+            );
+            assert_eq!(
+                attention_prefill_peak(avx512, KvDtype::Int8, 128),
+                pair(scores, bf16_or_fma)
             );
         }
         if let Some(amx) = KernelTable::get(SimdLevel::Avx512, true) {
+            use PeakInstruction::{AmxBf16Tile, Avx512Bf16Dot, Avx512VnniDot};
             assert_eq!(
                 attention_prefill_peak(amx, KvDtype::Bf16, 128),
-                Some(PeakInstruction::AmxBf16Tile)
+                pair(AmxBf16Tile, AmxBf16Tile)
             );
+            // An int8 cache stays on the vector path, with both dot-product instructions.
             assert_eq!(
                 attention_prefill_peak(amx, KvDtype::Int8, 128),
-                Some(PeakInstruction::FmaZmm)
+                pair(Avx512VnniDot, Avx512Bf16Dot)
             );
+        }
+    }
+
+    #[test]
+    fn the_attention_peak_is_the_rate_of_its_two_halves() {
+        assert_eq!(halves_rate(2.0, 2.0), 2.0);
+        // One unit at 1 and one at 3 take 1 + 1/3 seconds: 2 units in 4/3 s.
+        assert!((halves_rate(1.0, 3.0) - 1.5).abs() < 1e-12);
+        let table = KernelTable::current();
+        if let Some(instructions) = attention_prefill_peak(table, KvDtype::Int8, 128) {
+            let peak = measure_attention_peak_in_current_pool(instructions).unwrap();
+            let (s, v) = (peak.scores.flops_per_second, peak.values.flops_per_second);
+            assert_eq!(peak.scores.instruction, instructions.scores);
+            assert_eq!(peak.values.instruction, instructions.values);
+            assert!(peak.flops_per_second >= s.min(v) && peak.flops_per_second <= s.max(v));
+            assert_eq!(peak.flops_per_second, halves_rate(s, v));
         }
     }
 }

@@ -1,13 +1,15 @@
 //! The attention share of a timed prefill: the fused kernel alone, timed on a cache of the model's
 //! shape and KV dtype holding `depth + prompt` synthetic rows, chunk by chunk at the positions the
-//! prefill had, and its FLOP rate against the peak of the instruction the kernel multiplies with
-//! (AMX tiles, else the level's f32 FMA), measured in the same run.
+//! prefill had, and its FLOP rate against the peak of the instructions the kernel multiplies with
+//! (`matrix_peak::attention_prefill_peak`), measured in the same run.
 
 use std::time::Instant;
 
 use gattn_kernels::KernelTable;
 use gattn_kernels::attention::{self, AttentionCall, AttentionShape, GateScores, KvLayer};
-use gattn_kernels::matrix_peak::{attention_prefill_peak, measure_peak_in_current_pool};
+use gattn_kernels::matrix_peak::{
+    MatrixPeak, attention_prefill_peak, measure_attention_peak_in_current_pool,
+};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
@@ -26,9 +28,9 @@ pub struct AttentionRate {
     pub flops_per_second: f64,
     /// `seconds` / the median timed prefill.
     pub share_of_prefill: f64,
-    /// The peak of the instruction this attention runs on: `tdpbf16ps` where its prefill uses
-    /// AMX tiles, else the level's f32 FMA (`vfmadd231ps ymm` / `zmm`, `fmla .4s`); none at
-    /// the scalar level.
+    /// The peak of the instructions this attention runs on (`tdpbf16ps` where its prefill
+    /// uses AMX tiles; else `vdpbf16ps`, `vpdpbusd`, `vpmaddwd` or the level's f32 FMA), half
+    /// of the FLOP on the scores' and half on `P V`'s; none at the scalar level.
     pub peak: Option<PeakReport>,
     /// `flops_per_second` / the peak.
     pub ratio_to_peak: Option<f64>,
@@ -36,9 +38,29 @@ pub struct AttentionRate {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct PeakReport {
+    /// [`gattn_kernels::matrix_peak::AttentionInstructions::name`]: one instruction's name, or
+    /// `SCORES (Q K) + VALUES (P V)`.
+    pub instruction: String,
+    /// Both halves at their instructions' peaks: `2 / (1 / scores + 1 / values)`.
+    pub flops_per_second: f64,
+    pub scores: InstructionPeak,
+    pub values: InstructionPeak,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct InstructionPeak {
     /// [`gattn_kernels::matrix_peak::PeakInstruction::name`].
     pub instruction: &'static str,
     pub flops_per_second: f64,
+}
+
+impl From<MatrixPeak> for InstructionPeak {
+    fn from(peak: MatrixPeak) -> Self {
+        InstructionPeak {
+            instruction: peak.instruction.name(),
+            flops_per_second: peak.flops_per_second,
+        }
+    }
 }
 
 /// Attention FLOP of `prompt` queries on top of `depth` cached tokens, per layer.
@@ -104,10 +126,12 @@ pub fn measure_attention(
     let flop = attention_flop_per_layer(shape, depth, prompt) * layers;
     let flops_per_second = flop / seconds;
     let peak = attention_prefill_peak(table, model.kv_dtype, shape.head_dim)
-        .and_then(measure_peak_in_current_pool)
+        .and_then(measure_attention_peak_in_current_pool)
         .map(|p| PeakReport {
-            instruction: p.instruction.name(),
+            instruction: p.instructions.name(),
             flops_per_second: p.flops_per_second,
+            scores: p.scores.into(),
+            values: p.values.into(),
         });
     Ok(AttentionRate {
         flop,
