@@ -36,21 +36,29 @@ pub(crate) fn write_row(
     // l == 0 only if every score was -inf: output zeros rather than NaN.
     let inv_l = if row.l > 0.0 { 1.0 / row.l } else { 0.0 };
     let (len, epw, lanes, acc) = (out.len(), row.elems_per_word, row.lanes, row.acc);
-    if (lanes, epw) != (1, 1) {
-        write_permuted(acc, inv_l, gate, out, epw, lanes);
-    } else {
-        // In element order already (lane prefill gathers its rows): plain loops, vectorized.
-        let acc = &acc[..len];
-        match gate {
-            RowGate::None => out.iter_mut().zip(acc).for_each(|(y, &a)| *y = a * inv_l),
-            RowGate::Headwise(score) => {
-                let g = inv_l * sigmoid(score);
-                out.iter_mut().zip(acc).for_each(|(y, &a)| *y = a * g)
+    // In element order already (lane prefill gathers its rows): plain loops, vectorized.
+    let in_order = (lanes, epw) == (1, 1);
+    match gate {
+        RowGate::Elementwise(scores) if in_order => {
+            for ((y, &a), &s) in out.iter_mut().zip(&acc[..len]).zip(&scores[..len]) {
+                *y = a * inv_l * sigmoid(s);
             }
-            RowGate::Elementwise(scores) => {
-                for ((y, &a), &s) in out.iter_mut().zip(acc).zip(&scores[..len]) {
-                    *y = a * inv_l * sigmoid(s);
-                }
+        }
+        RowGate::Elementwise(scores) => for_each_slot(len, epw, lanes, |e, slot| {
+            out[e] = acc[slot] * inv_l * sigmoid(scores[e])
+        }),
+        // One factor for the whole row (times 1 exactly without a gate).
+        RowGate::None | RowGate::Headwise(_) => {
+            let g = match gate {
+                RowGate::Headwise(score) => inv_l * sigmoid(score),
+                _ => inv_l,
+            };
+            if in_order {
+                out.iter_mut()
+                    .zip(&acc[..len])
+                    .for_each(|(y, &a)| *y = a * g);
+            } else {
+                for_each_slot(len, epw, lanes, |e, slot| out[e] = acc[slot] * g);
             }
         }
     }
@@ -70,27 +78,5 @@ pub(crate) fn write_row(
                 stats.add_gates(scores.iter().map(|&s| sigmoid(s)), first_token)
             }
         }
-    }
-}
-
-/// [`write_row`]'s scaled copy from `acc` in permuted slot order.
-fn write_permuted(
-    acc: &[f32],
-    inv_l: f32,
-    gate: RowGate<'_>,
-    out: &mut [f32],
-    epw: usize,
-    lanes: usize,
-) {
-    let len = out.len();
-    match gate {
-        RowGate::None => for_each_slot(len, epw, lanes, |e, slot| out[e] = acc[slot] * inv_l),
-        RowGate::Headwise(score) => {
-            let g = inv_l * sigmoid(score);
-            for_each_slot(len, epw, lanes, |e, slot| out[e] = acc[slot] * g)
-        }
-        RowGate::Elementwise(scores) => for_each_slot(len, epw, lanes, |e, slot| {
-            out[e] = acc[slot] * inv_l * sigmoid(scores[e])
-        }),
     }
 }

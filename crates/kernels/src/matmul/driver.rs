@@ -83,6 +83,13 @@ struct JobBuffers {
     gate_columns: ColumnsStorage,
 }
 
+/// A fused gate: its matrix, kernel and output columns.
+struct FusedGate<'g, 'a, 'y> {
+    matrix: &'g WeightMatrix<'a>,
+    kernel: ColumnKernel,
+    columns: DisjointColumns<'y>,
+}
+
 pub(crate) fn run(
     table: &KernelTable,
     mats: &[(WeightMatrix<'_>, Option<&[f32]>)],
@@ -131,19 +138,9 @@ pub(crate) fn run(
         Epilogue::SiluGate(g) => Some(g),
         Epilogue::None => None,
     };
-    if let Some(g) = gate
-        && (mats.len() != 1 || g.n() != mats[0].0.n() || g.k() != k)
-    {
-        return Err(MatmulError::Fusion {
-            what: format!(
-                "a gate of {} x {} fuses with one matrix of its shape, not {} of {} x {}",
-                g.n(),
-                g.k(),
-                mats.len(),
-                mats[0].0.n(),
-                k
-            ),
-        });
+    // Only `gate_up_silu_at` fuses a gate, after checking it against its one matrix.
+    if let Some(g) = gate {
+        assert!(mats.len() == 1 && g.n() == mats[0].0.n() && g.k() == k);
     }
     let mut input = prepare_inputs(table, mats, gate, x, m, k);
 
@@ -181,7 +178,6 @@ pub(crate) fn run(
     }
     kernels.clear();
     kernels.extend(mats.iter().map(|(w, _)| table.column_kernel(w, m)));
-    let gate_kernel = gate.map(|g| (g, table.column_kernel(g, m)));
     lds.clear();
     lds.extend(mats.iter().map(|(w, _)| w.n()));
     let mut gate_y: Option<[&mut [f32]; 1]> = gate.map(|g| {
@@ -191,11 +187,16 @@ pub(crate) fn run(
         }
         [&mut gate_out[..len]]
     });
-    let gate_columns = gate.zip(gate_y.as_mut()).map(|(g, y)| {
+    // The gate's jobs are the main matrix's column blocks, on the gate's outputs.
+    let fused_gate = gate.zip(gate_y.as_mut()).map(|(g, y)| {
         gate_jobs.clear();
         gate_jobs.extend_from_slice(jobs);
         let (blocks, storage) = (std::mem::take(gate_jobs), std::mem::take(gate_storage));
-        DisjointColumns::reusing(y, &[g.n()], m, blocks, storage)
+        FusedGate {
+            matrix: g,
+            kernel: table.column_kernel(g, m),
+            columns: DisjointColumns::reusing(y, &[g.n()], m, blocks, storage),
+        }
     });
     let columns =
         DisjointColumns::reusing(ys, lds, m, std::mem::take(jobs), std::mem::take(storage));
@@ -211,9 +212,10 @@ pub(crate) fn run(
                 out.row_mut(i).iter_mut().zip(b).for_each(|(y, b)| *y += b);
             }
         }
-        if let Some(((g, gate_kernel), gate_columns)) = gate_kernel.zip(gate_columns.as_ref()) {
-            let mut gate_out = gate_columns.take(j);
-            gate_kernel.run(g, input_ref, job.col0, &mut gate_out);
+        if let Some(gate) = &fused_gate {
+            let mut gate_out = gate.columns.take(j);
+            gate.kernel
+                .run(gate.matrix, input_ref, job.col0, &mut gate_out);
             for i in 0..m {
                 silu_mul_in_place(table.level(), gate_out.row_mut(i), out.row_mut(i));
             }
@@ -221,8 +223,8 @@ pub(crate) fn run(
     });
 
     (*jobs, *storage) = columns.into_storage();
-    if let Some(gate_columns) = gate_columns {
-        (*gate_jobs, *gate_storage) = gate_columns.into_storage();
+    if let Some(gate) = fused_gate {
+        (*gate_jobs, *gate_storage) = gate.columns.into_storage();
     }
     JOB_BUFFERS.with_borrow_mut(|slot| *slot = buffers);
     if let Some(q8) = input.q8.take() {

@@ -13,7 +13,7 @@
 
 use core::arch::x86_64::*;
 
-use super::dots_avx512::Words;
+use super::dots_avx512::{Words, over_column_tiles};
 
 /// Row registers of a register tile: the block's 32 rows, 8 a register.
 const ROW_REGISTERS: usize = 4;
@@ -72,17 +72,7 @@ pub(super) fn dot_int8_pairs(a: &[u32], b: Words<'_>, c: &mut [f32], cols: usize
         return;
     }
     b.check(cols, depth);
-    let mut col = 0;
-    while col + COLS <= cols {
-        // SAFETY: the bounds were checked above for every column below `cols`.
-        unsafe { tile_int8_pairs::<COLS>(a, b, c, col, depth) };
-        col += COLS;
-    }
-    while col < cols {
-        // SAFETY: as above.
-        unsafe { tile_int8_pairs::<1>(a, b, c, col, depth) };
-        col += 1;
-    }
+    over_column_tiles!(cols, COLS, tile_int8_pairs(a, b, c; depth));
 }
 
 /// # Safety

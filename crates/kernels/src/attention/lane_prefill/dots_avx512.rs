@@ -33,6 +33,26 @@ impl Words<'_> {
     }
 }
 
+/// `$tile::<$wide>(args.., col, depth)` on each whole register tile of `$wide` columns below
+/// `$cols`, then `$tile::<1>` on each column left; the caller has checked the slices' bounds
+/// for every column below `$cols` (the tiles' safety contract).
+macro_rules! over_column_tiles {
+    ($cols:expr, $wide:expr, $tile:ident($($arg:expr),* ; $depth:expr)) => {{
+        let mut col = 0;
+        while col + $wide <= $cols {
+            // SAFETY: the bounds were checked for every column below `$cols`.
+            unsafe { $tile::<$wide>($($arg,)* col, $depth) };
+            col += $wide;
+        }
+        while col < $cols {
+            // SAFETY: as above.
+            unsafe { $tile::<1>($($arg,)* col, $depth) };
+            col += 1;
+        }
+    }};
+}
+pub(super) use over_column_tiles;
+
 /// `c[col][r] += sum_k a[k][r] . b(k, col)` for the 32 rows `r` and every `col < cols`, each
 /// word a pair of bf16 (low half the even element).
 ///
@@ -44,17 +64,7 @@ pub(super) fn dot_bf16(a: &[u32], b: Words<'_>, c: &mut [f32], cols: usize, dept
     }
     assert!(a.len() >= depth * 32 && c.len() >= cols * 32);
     b.check(cols, depth);
-    let mut col = 0;
-    while col + COLS <= cols {
-        // SAFETY: the bounds were checked above for every column below `cols`.
-        unsafe { tile_bf16::<COLS>(a, b, c, col, depth) };
-        col += COLS;
-    }
-    while col < cols {
-        // SAFETY: as above.
-        unsafe { tile_bf16::<1>(a, b, c, col, depth) };
-        col += 1;
-    }
+    over_column_tiles!(cols, COLS, tile_bf16(a, b, c; depth));
 }
 
 /// # Safety
@@ -115,17 +125,7 @@ pub(super) fn dot_int8(
     }
     assert!(a.len() >= depth * 32 && c.len() >= cols * 32);
     b.check(cols, depth);
-    let mut col = 0;
-    while col + COLS <= cols {
-        // SAFETY: the bounds were checked above for every column below `cols`.
-        unsafe { tile_int8::<COLS>(a, a_sums, b, c, col, depth) };
-        col += COLS;
-    }
-    while col < cols {
-        // SAFETY: as above.
-        unsafe { tile_int8::<1>(a, a_sums, b, c, col, depth) };
-        col += 1;
-    }
+    over_column_tiles!(cols, COLS, tile_int8(a, a_sums, b, c; depth));
 }
 
 /// # Safety
