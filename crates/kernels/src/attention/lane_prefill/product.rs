@@ -103,7 +103,7 @@ pub(super) fn product<S: Simd, const ORDER: u8>(
     depth: usize,
 ) {
     match S::F32_LANES {
-        16 => lane_product::<S, 2, 6, ORDER>(simd, a, b, c, cols, depth),
+        16 => lane_product::<S, 2, 8, ORDER>(simd, a, b, c, cols, depth),
         8 => lane_product::<S, 4, 3, ORDER>(simd, a, b, c, cols, depth),
         4 => lane_product::<S, 8, 3, ORDER>(simd, a, b, c, cols, depth),
         1 => lane_product::<S, 32, 1, ORDER>(simd, a, b, c, cols, depth),
