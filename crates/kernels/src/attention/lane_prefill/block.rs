@@ -37,11 +37,12 @@ pub(super) const BLOCK_ROWS: usize = 32;
 /// Keys per tile: the tile's decoded K and V (32 KiB each at head_dim 128) stay in L2, and the
 /// queries (16 KiB) and the tile's scores (8 KiB) in L1 while the microkernel reads them.
 const KEY_TILE: usize = 64;
-/// Blocks that go over the keys together (each tile read from memory once for all of them):
-/// over a 32768-key head, the two products of one block at a time waited on memory (a scratch
-/// program of the same loops: 0.53 of the `vdpbf16ps` peak; four at a time, 0.73; see
-/// docs/performance.md).
-pub(super) const BLOCKS_PER_TILE: usize = 4;
+/// Blocks that go over the keys together (each tile read from memory and decoded once for all
+/// of them): over a 32768-key head, the two products of one block at a time waited on memory (a
+/// scratch program of the same loops: 0.53 of the `vdpbf16ps` peak; four at a time, 0.73), and
+/// eight share a tile's decoding twice as far as four (their states, ~40 KiB each, stay in L2;
+/// see docs/performance.md).
+pub(super) const BLOCKS_PER_TILE: usize = 8;
 
 /// A block's rows against the keys they see (`0 ..= position` for each row), to run with
 /// [`crate::dispatch::run_at`].
