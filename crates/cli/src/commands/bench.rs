@@ -116,23 +116,24 @@ fn print_summary(dir: &str, r: &BenchReport) {
     );
     if let Some(a) = &r.prefill.attention {
         let peak = match (&a.peak, a.ratio_to_peak) {
-            (Some(peak), Some(ratio)) if peak.scores.instruction == peak.values.instruction => {
+            (Some(peak), Some(ratio)) => {
+                // Half the FLOP on each instruction: the peak is their rates' harmonic mean.
+                let halves = if peak.scores.instruction == peak.values.instruction {
+                    String::new()
+                } else {
+                    format!(
+                        ", half at {:.3} and half at {:.3}",
+                        peak.scores.flops_per_second / 1e12,
+                        peak.values.flops_per_second / 1e12
+                    )
+                };
                 format!(
-                    "; {:.3} of the {} peak ({:.3} TFLOP/s, probed in this run)",
+                    "; {:.3} of the {} peak ({:.3} TFLOP/s{halves}, probed in this run)",
                     ratio,
                     peak.instruction,
                     peak.flops_per_second / 1e12
                 )
             }
-            // Half the FLOP on each instruction: the peak is their rates' harmonic mean.
-            (Some(peak), Some(ratio)) => format!(
-                "; {:.3} of the {} peak ({:.3} TFLOP/s, half at {:.3} and half at {:.3}, probed in this run)",
-                ratio,
-                peak.instruction,
-                peak.flops_per_second / 1e12,
-                peak.scores.flops_per_second / 1e12,
-                peak.values.flops_per_second / 1e12
-            ),
             _ => String::new(),
         };
         println!(
