@@ -25,5 +25,6 @@ pub mod norm;
 pub mod parallel;
 pub mod reference;
 mod simd_math;
+mod word_dots;
 
 pub use dispatch::{KernelTable, SimdLevel};

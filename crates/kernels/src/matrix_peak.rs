@@ -1,8 +1,9 @@
 //! Peak probes of the arithmetic instructions the kernels run: how many FLOP per second this
 //! machine retires with one instruction, on operands that stay in registers, all threads of the
 //! current rayon pool together. The instructions: AMX bf16 tiles (`tdpbf16ps`), AVX512-BF16 dot
-//! products (`vdpbf16ps`), the integer dot products of int8 scores (`vpdpbusd`; `vpmaddwd` with
-//! its `vpaddd` on AVX2), and f32 fused multiply-adds at each vector width (`vfmadd231ps` on ymm
+//! products (`vdpbf16ps`), the integer dot products over an int8 cache (`vpdpbusd` for the
+//! scores, `vpdpwssd` for `P V`; `vpmaddwd` with its `vpaddd` for both on AVX2), and f32 fused
+//! multiply-adds at each vector width (`vfmadd231ps` on ymm
 //! and zmm, NEON `fmla`). An integer multiply-add counts 2 "FLOP" like a float one.
 //!
 //! `gattn-cpu bench` reports attention's FLOP rate as a ratio to the peak of the instructions its
@@ -24,6 +25,8 @@ pub enum PeakInstruction {
     Avx512Bf16Dot,
     /// AVX512-VNNI `vpdpbusd` on zmm: 16 lanes of 4-term u8 x i8 dot products.
     Avx512VnniDot,
+    /// AVX512-VNNI `vpdpwssd` on zmm: 16 lanes of 2-term i16 dot products.
+    Avx512VnniWords,
     /// AVX2 `vpmaddwd` and the `vpaddd` that accumulates it, on ymm: 8 lanes of 2-term i16 dot
     /// products (the pair counts as one instruction).
     Avx2WordPairs,
@@ -36,10 +39,11 @@ pub enum PeakInstruction {
 }
 
 impl PeakInstruction {
-    pub const ALL: [PeakInstruction; 7] = [
+    pub const ALL: [PeakInstruction; 8] = [
         PeakInstruction::AmxBf16Tile,
         PeakInstruction::Avx512Bf16Dot,
         PeakInstruction::Avx512VnniDot,
+        PeakInstruction::Avx512VnniWords,
         PeakInstruction::Avx2WordPairs,
         PeakInstruction::FmaYmm,
         PeakInstruction::FmaZmm,
@@ -52,6 +56,7 @@ impl PeakInstruction {
             PeakInstruction::AmxBf16Tile => "tdpbf16ps",
             PeakInstruction::Avx512Bf16Dot => "vdpbf16ps",
             PeakInstruction::Avx512VnniDot => "vpdpbusd zmm",
+            PeakInstruction::Avx512VnniWords => "vpdpwssd zmm",
             PeakInstruction::Avx2WordPairs => "vpmaddwd+vpaddd ymm",
             PeakInstruction::FmaYmm => "vfmadd231ps ymm",
             PeakInstruction::FmaZmm => "vfmadd231ps zmm",
@@ -65,6 +70,7 @@ impl PeakInstruction {
             PeakInstruction::AmxBf16Tile => 2.0 * 16.0 * 16.0 * 32.0,
             PeakInstruction::Avx512Bf16Dot => 2.0 * 16.0 * 2.0,
             PeakInstruction::Avx512VnniDot => 2.0 * 16.0 * 4.0,
+            PeakInstruction::Avx512VnniWords => 2.0 * 16.0 * 2.0,
             PeakInstruction::Avx2WordPairs => 2.0 * 8.0 * 2.0,
             PeakInstruction::FmaYmm => 2.0 * 8.0,
             PeakInstruction::FmaZmm => 2.0 * 16.0,
@@ -77,7 +83,9 @@ impl PeakInstruction {
     fn per_pass(self) -> usize {
         match self {
             PeakInstruction::AmxBf16Tile => 1 << 20,
-            PeakInstruction::Avx512Bf16Dot | PeakInstruction::Avx512VnniDot => 1 << 24,
+            PeakInstruction::Avx512Bf16Dot
+            | PeakInstruction::Avx512VnniDot
+            | PeakInstruction::Avx512VnniWords => 1 << 24,
             PeakInstruction::Avx2WordPairs
             | PeakInstruction::FmaYmm
             | PeakInstruction::FmaZmm
@@ -92,7 +100,7 @@ impl PeakInstruction {
             PeakInstruction::Avx512Bf16Dot => {
                 SimdLevel::Avx512.is_supported() && crate::dispatch::cpu_features().avx512_bf16
             }
-            PeakInstruction::Avx512VnniDot => {
+            PeakInstruction::Avx512VnniDot | PeakInstruction::Avx512VnniWords => {
                 SimdLevel::Avx512.is_supported() && crate::dispatch::cpu_features().avx512_vnni
             }
             PeakInstruction::Avx2WordPairs => SimdLevel::Avx2.is_supported(),
@@ -140,9 +148,10 @@ impl AttentionInstructions {
 
 /// The instructions attention's prefill runs its products on with `table`, a `dtype` cache and
 /// `head_dim` (`None` at the scalar level): AMX tiles for both where
-/// [`prefill_uses_amx_tiles`]; else, on the vector path, `vdpbf16ps` over a bf16 cache and for
-/// an int8 cache's `P V` where the CPU has AVX512-BF16, `vpdpbusd` (AVX512-VNNI) or `vpmaddwd`
-/// (AVX2) for an int8 cache's scores, and the f32 FMA of the table's level for the rest.
+/// [`prefill_uses_amx_tiles`]; else, on the vector path, `vdpbf16ps` over a bf16 cache where
+/// the CPU has AVX512-BF16, `vpdpbusd` and `vpdpwssd` (AVX512-VNNI) or `vpmaddwd` (AVX2) over an
+/// int8 one, and the f32 FMA of the table's level for the rest (an int8 cache's integer `P V`
+/// without a pair kernel included: plain code the compiler vectorizes).
 pub fn attention_prefill_peak(
     table: &KernelTable,
     dtype: KvDtype,
@@ -156,17 +165,20 @@ pub fn attention_prefill_peak(
     }
     let fma = PeakInstruction::vector_fma(table.level())?;
     let dots = table.lane_dots();
-    let values = if dtype != KvDtype::F32 && dots.bf16 {
-        PeakInstruction::Avx512Bf16Dot
-    } else {
-        fma
-    };
-    let scores = match dtype {
-        KvDtype::F32 => fma,
-        KvDtype::Bf16 => values,
-        KvDtype::Int8 if dots.int8 => PeakInstruction::Avx512VnniDot,
-        KvDtype::Int8 if dots.int8_pairs => PeakInstruction::Avx2WordPairs,
-        KvDtype::Int8 => fma,
+    let (scores, values) = match dtype {
+        KvDtype::Bf16 if dots.bf16 => (
+            PeakInstruction::Avx512Bf16Dot,
+            PeakInstruction::Avx512Bf16Dot,
+        ),
+        KvDtype::Int8 if dots.int8 => (
+            PeakInstruction::Avx512VnniDot,
+            PeakInstruction::Avx512VnniWords,
+        ),
+        KvDtype::Int8 if dots.int8_pairs => (
+            PeakInstruction::Avx2WordPairs,
+            PeakInstruction::Avx2WordPairs,
+        ),
+        _ => (fma, fma),
     };
     Some(AttentionInstructions { scores, values })
 }
@@ -267,6 +279,8 @@ unsafe fn run_pass(instruction: PeakInstruction) {
             #[cfg(target_arch = "x86_64")]
             PeakInstruction::Avx512VnniDot => x86::vnni_dot_pass(n),
             #[cfg(target_arch = "x86_64")]
+            PeakInstruction::Avx512VnniWords => x86::vnni_words_pass(n),
+            #[cfg(target_arch = "x86_64")]
             PeakInstruction::Avx2WordPairs => x86::word_pairs_pass(n),
             #[cfg(target_arch = "x86_64")]
             PeakInstruction::FmaYmm => x86::fma_ymm_pass(n),
@@ -348,6 +362,20 @@ mod x86 {
         );
         independent_chains!(n, FMA_CHAINS, _mm512_setzero_si512(), |x| {
             _mm512_dpbusd_epi32(*x, a, b)
+        });
+    }
+
+    /// The same for `vpdpwssd` (i16 pairs, `P V` over int8 values), the instruction itself
+    /// (`word_dots`).
+    #[target_feature(enable = "avx512f,avx512vnni")]
+    pub(super) fn vnni_words_pass(n: usize) {
+        let (a, b) = (
+            _mm512_set1_epi32(std::hint::black_box(0x0102_0304)),
+            _mm512_set1_epi32(0x0403_0201),
+        );
+        independent_chains!(n, FMA_CHAINS, _mm512_setzero_si512(), |x| {
+            // SAFETY: the caller's contract (AVX512-VNNI).
+            unsafe { crate::word_dots::vpdpwssd(*x, a, b) }
         });
     }
 
@@ -471,7 +499,7 @@ mod tests {
             );
             assert_eq!(
                 attention_prefill_peak(avx2, KvDtype::Int8, 128),
-                pair(Avx2WordPairs, FmaYmm)
+                pair(Avx2WordPairs, Avx2WordPairs)
             );
         }
         if let Some(avx512) = KernelTable::get(SimdLevel::Avx512, false) {
@@ -481,11 +509,14 @@ mod tests {
             } else {
                 PeakInstruction::FmaZmm
             };
-            // Without VNNI the int8 scores run on the generic path's FMAs.
-            let scores = if features.avx512_vnni {
-                PeakInstruction::Avx512VnniDot
+            // Without VNNI an int8 cache's products run on the generic path.
+            let (scores, values) = if features.avx512_vnni {
+                (
+                    PeakInstruction::Avx512VnniDot,
+                    PeakInstruction::Avx512VnniWords,
+                )
             } else {
-                PeakInstruction::FmaZmm
+                (PeakInstruction::FmaZmm, PeakInstruction::FmaZmm)
             };
             assert_eq!(
                 attention_prefill_peak(avx512, KvDtype::Bf16, 128),
@@ -493,19 +524,19 @@ mod tests {
             );
             assert_eq!(
                 attention_prefill_peak(avx512, KvDtype::Int8, 128),
-                pair(scores, bf16_or_fma)
+                pair(scores, values)
             );
         }
         if let Some(amx) = KernelTable::get(SimdLevel::Avx512, true) {
-            use PeakInstruction::{AmxBf16Tile, Avx512Bf16Dot, Avx512VnniDot};
+            use PeakInstruction::{AmxBf16Tile, Avx512VnniDot, Avx512VnniWords};
             assert_eq!(
                 attention_prefill_peak(amx, KvDtype::Bf16, 128),
                 pair(AmxBf16Tile, AmxBf16Tile)
             );
-            // An int8 cache stays on the vector path, with both dot-product instructions.
+            // An int8 cache stays on the vector path, with both integer dot products.
             assert_eq!(
                 attention_prefill_peak(amx, KvDtype::Int8, 128),
-                pair(Avx512VnniDot, Avx512Bf16Dot)
+                pair(Avx512VnniDot, Avx512VnniWords)
             );
         }
     }

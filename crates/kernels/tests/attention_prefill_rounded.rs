@@ -1,17 +1,26 @@
 //! Prefill over a bf16 or int8 cache, with every kernel table (AMX tiles, and the query rows in
 //! the vector lanes at every level, on `vdpbf16ps`/`vpdpbusd` or fused multiply-adds), equals
 //! naive attention + gate on the queries as the kernels use them (rounded to bf16, or to int8),
-//! on the stored K/V, within a bound derived from the probabilities' rounding to bf16: shapes with tails (head dims 64 and 128, and 40, 72
-//! and 65 for the vector lanes; lengths not multiples of the 16-key tiles, the 64-key steps or the
-//! key pairs), chunks on top of a cache, GQA groups 1, 2 and 4, every gate.
+//! on the stored K/V, within a bound derived from the rounding of the weights of `P V`: shapes
+//! with tails (head dims 64 and 128, and 40, 72 and 65 for the vector lanes; lengths not multiples
+//! of the 16-key tiles, the 64-key steps or the key pairs), chunks on top of a cache, GQA groups
+//! 1, 2 and 4, every gate.
 //!
-//! The bound (int8: the weights `p_k` times V's scale are rounded, their sum is not, which only
-//! tightens it): the kernels weigh key `k` by `p_k (1 + d_k)`, `|d_k| <= u = 2^-8` (bf16 rounding to
-//! nearest), and divide by the sum of the weights as rounded, so each normalized weight `w_k`
-//! moves by at most `w_k * 2u / (1 - u)` and an output element by at most
-//! `2u / (1 - u) * sum_k w_k |v_k|` (the sigmoid gate only shrinks it). The scores are exact
-//! products of bf16 values summed in f32, whose error, like the exponential's (~1e-7 relative),
-//! is covered by a relative slack of 1e-5 of the same sum and 1e-6 absolute.
+//! The bound of a bf16 cache: the kernels weigh key `k` by `p_k (1 + d_k)`, `|d_k| <= u = 2^-8`
+//! (bf16 rounding to nearest), and divide by the sum of the weights as rounded, so each
+//! normalized weight `w_k` moves by at most `w_k * 2u / (1 - u)` and an output element by at most
+//! `2u / (1 - u) * sum_k w_k |v_k|` (the sigmoid gate only shrinks it).
+//!
+//! The bound of an int8 cache: `P V` multiplies V's integers `n_k` (`v_k = s_k n_k`) by integer
+//! weights, `w_k s_k` in steps of `m_T / 32767` for each row and block `T` of 64 keys (`m_T` the
+//! block's largest `w_k s_k`), so each weight moves by at most half a step and an output element
+//! by at most `sum_T m_T / 65534 * sum_{k in T} |n_k|`: at most `2^-10 max_k |v_k|` (64 keys of
+//! at most 127 a block, and the blocks' largest weights sum to at most 1), below the cache's own
+//! rounding of V (half of `s_k`).
+//!
+//! Both: the scores are exact products (bf16 values summed in f32, or integers), whose error,
+//! like the exponential's (~1e-7 relative), is covered by a relative slack of 1e-5 of
+//! `sum_k w_k |v_k|` and 1e-6 absolute.
 
 #[path = "attention_support.rs"]
 mod support;
@@ -27,6 +36,35 @@ use proptest::prelude::*;
 use support::*;
 
 const BF16_UNIT_ROUNDOFF: f32 = 1.0 / 256.0;
+/// An int8 cache's weights of `P V`: integers up to this, a row and block of keys.
+const INT8_WEIGHT_STEPS: f32 = 32767.0;
+/// The blocks of keys those steps are set for (lane prefill's key tiles, from key 0).
+const INT8_WEIGHT_BLOCK: usize = 64;
+
+/// The int8 bound's term of one output row, `[head_dim]`: `sum_T m_T / (2 * 32767) * sum_{k in
+/// T} |n_k,e|` over the blocks `T` of the row's weights `w` and its head's stored values
+/// `v` (`[keys, d]`, `s_k` its rows' largest magnitude / 127).
+fn int8_weight_steps_bound(w: &[f32], v: &[f32], d: usize) -> Vec<f32> {
+    let scale = |k: usize| v[k * d..][..d].iter().fold(0.0f32, |m, x| m.max(x.abs())) / 127.0;
+    let mut bound = vec![0.0f32; d];
+    for (b, block) in w.chunks(INT8_WEIGHT_BLOCK).enumerate() {
+        let first = b * INT8_WEIGHT_BLOCK;
+        let largest = (0..block.len())
+            .map(|i| block[i] * scale(first + i))
+            .fold(0.0f32, f32::max);
+        let half_step = largest / (2.0 * INT8_WEIGHT_STEPS);
+        for (i, _) in block.iter().enumerate() {
+            let s = scale(first + i);
+            if s == 0.0 {
+                continue;
+            }
+            for (e, x) in bound.iter_mut().enumerate() {
+                *x += half_step * v[(first + i) * d + e].abs() / s;
+            }
+        }
+    }
+    bound
+}
 
 #[derive(Debug, Clone)]
 struct Case {
@@ -150,17 +188,24 @@ fn check(case: &Case, table: &KernelTable) -> Result<(), TestCaseError> {
     .unwrap();
 
     let u = BF16_UNIT_ROUNDOFF;
-    let factor = 2.0 * u / (1.0 - u) + 1e-5;
+    let factor = match case.dtype {
+        KvDtype::Int8 => 1e-5,
+        _ => 2.0 * u / (1.0 - u) + 1e-5,
+    };
     for row in 0..n * heads {
         let (h, w) = (row % heads, &probs[row * keys..][..keys]);
         let vh = v_heads[h / case.group];
+        let steps = match case.dtype {
+            KvDtype::Int8 => int8_weight_steps_bound(w, vh, d),
+            _ => vec![0.0; d],
+        };
         for e in 0..d {
             let weighted: f32 = w
                 .iter()
                 .enumerate()
                 .map(|(s, p)| p * vh[s * d + e].abs())
                 .sum();
-            let bound = factor * weighted + 1e-6;
+            let bound = factor * weighted + steps[e] + 1e-6;
             let (got, expected) = (out[row * d + e], want[row * d + e]);
             prop_assert!(
                 (got - expected).abs() <= bound,
@@ -170,7 +215,8 @@ fn check(case: &Case, table: &KernelTable) -> Result<(), TestCaseError> {
         }
     }
 
-    // Statistics: the sink share of each row moves by at most 2u / (1 - u) of itself.
+    // Statistics: the sink share of each row moves by at most `factor` of itself (an int8
+    // cache's probabilities are summed as computed).
     let sink_want: f64 = probs.chunks_exact(keys).map(|r| r[0] as f64).sum();
     prop_assert_eq!(stats.sink_rows, (n * heads) as u64);
     prop_assert!(

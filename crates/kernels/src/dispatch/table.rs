@@ -223,17 +223,19 @@ impl KernelTable {
         match (self.level, self.amx) {
             (_, true) => {
                 "amx tdpbf16ps tiles for a bf16 cache at head_dim a multiple of 32 (not bit-identical to \
-                 the other levels), else query rows in avx512 lanes: vdpbf16ps, vpdpbusd int8 scores"
+                 the other levels), else query rows in avx512 lanes: vdpbf16ps, int8 on vpdpbusd + vpdpwssd"
             }
             (SimdLevel::Avx512, false) => match (self.lane_dots.bf16, self.lane_dots.int8) {
-                (true, true) => "query rows in avx512 lanes: vdpbf16ps, vpdpbusd int8 scores",
-                (true, false) => "query rows in avx512 lanes: vdpbf16ps, fma int8 scores",
-                (false, true) => "query rows in avx512 lanes: fma, vpdpbusd int8 scores",
-                (false, false) => "query rows in avx512 lanes, fma",
+                (true, true) => {
+                    "query rows in avx512 lanes: vdpbf16ps, int8 on vpdpbusd + vpdpwssd"
+                }
+                (true, false) => "query rows in avx512 lanes: vdpbf16ps, int8 on fma + i32 sums",
+                (false, true) => "query rows in avx512 lanes: fma, int8 on vpdpbusd + vpdpwssd",
+                (false, false) => "query rows in avx512 lanes: fma, int8 on fma + i32 sums",
             },
-            (SimdLevel::Avx2, _) => "query rows in avx2 lanes: fma, vpmaddwd int8 scores",
-            (SimdLevel::Neon, _) => "query rows in neon lanes, fma",
-            (SimdLevel::Scalar, _) => "query rows in scalar lanes, fma",
+            (SimdLevel::Avx2, _) => "query rows in avx2 lanes: fma, int8 on vpmaddwd",
+            (SimdLevel::Neon, _) => "query rows in neon lanes: fma, int8 on fma + i32 sums",
+            (SimdLevel::Scalar, _) => "query rows in scalar lanes: fma, int8 on fma + i32 sums",
         }
     }
 

@@ -1,9 +1,11 @@
 //! Blocks of lane prefill: up to [`BLOCK_ROWS`] query rows of one KV head, row `r` in lane
 //! `r % L` of register `r / L`, streaming the head's keys in tiles of [`KEY_TILE`] (a few blocks
 //! of the same head together, [`BLOCKS_PER_TILE`], so that a tile is read once). Per tile: the
-//! stored K and V rows are decoded to f32 once for all those blocks' rows (int8 keys on AVX2:
-//! widened to i16 pairs for `vpmaddwd`), `S^T = K Q^T` and `O^T += V^T P^T` run on the lane
-//! microkernel, and the online softmax between them works on whole registers
+//! stored K and V rows are decoded once for all those blocks' rows, where their kernels do not
+//! take them as stored (to f32; int8 keys on AVX2 widened to i16 pairs for `vpmaddwd`; int8
+//! values to i16 pairs of two keys for `vpdpwssd`/`vpmaddwd`), `S^T = K Q^T` and `O^T += V^T P^T`
+//! run on the lane microkernel or the dot-product kernels, and the online softmax between them
+//! works on whole registers
 //! (a max over keys is a vector max, never a horizontal reduction).
 //!
 //! Element order: a stored row of `row_words` words of `E` elements is decoded to "slots", slot
@@ -15,9 +17,12 @@
 //! tiles do), and both products sum bf16 pairs in `vdpbf16ps`'s order (a word's odd element, then
 //! its even one; two keys' pairs for `P V`), so that the AVX512-BF16 kernels (`dots_avx512`),
 //! which multiply the stored words as they are, give the bits of every other level. An int8
-//! cache: the scores are exact integer dot products (`vpdpbusd`, or f32 sums below 2^24), and
-//! `P V` takes the probabilities times V's scales rounded to bf16 and V's integers (exact in
-//! bf16) in the same pairs.
+//! cache: the scores are exact integer dot products (`vpdpbusd`, or f32 sums below 2^24), and so
+//! is `P V`: each row's weights of a tile (the probabilities times V's scales) become integers of
+//! 15 bits, one step a row and tile ([`WEIGHT_STEPS`] steps to its largest weight), multiplied
+//! with V's integers in i32 (`vpdpwssd`, `vpmaddwd`, or a plain integer loop) and added to the
+//! f32 accumulators times the step. The step's rounding moves each weight by at most half a
+//! step: docs/performance.md, "Error bound".
 
 #![allow(clippy::needless_range_loop)] // one register of each per-row array at a time reads clearest
 
@@ -37,6 +42,11 @@ pub(super) const BLOCK_ROWS: usize = 32;
 /// Keys per tile: the tile's decoded K and V (32 KiB each at head_dim 128) stay in L2, and the
 /// queries (16 KiB) and the tile's scores (8 KiB) in L1 while the microkernel reads them.
 const KEY_TILE: usize = 64;
+/// Steps from zero to a row's largest weight of a tile in an int8 cache's integer `P V`: the
+/// most an i16 holds, so that the weights are `vpdpwssd`'s operands as they are.
+const WEIGHT_STEPS: f32 = 32767.0;
+/// 1.5 * 2^23: see [`Lanes::in_steps`].
+const ROUNDING_BIAS: f32 = 12_582_912.0;
 /// Blocks that go over the keys together (each tile read from memory and decoded once for all
 /// of them): over a 32768-key head, the two products of one block at a time waited on memory (a
 /// scratch program of the same loops: 0.53 of the `vdpbf16ps` peak; four at a time, 0.73), and
@@ -131,12 +141,12 @@ struct Lanes<S: Simd> {
     slots: usize,
     dtype: KvDtype,
     /// The products that run on `dots_avx512`: the scores on `vdpbf16ps` (a bf16 cache) or
-    /// `vpdpbusd` (int8), `P V` on `vdpbf16ps` (bf16 or int8).
+    /// `vpdpbusd` (int8).
     bf16_scores: bool,
     int8_scores: bool,
     /// The scores over int8 keys on `vpmaddwd` (`dots_avx2`).
     int8_pair_scores: bool,
-    bf16_values: bool,
+    value_dots: ValueDots,
     /// `[slot][rv]`: the queries (f32 K: scaled by 1/sqrt(head_dim); bf16 K: rounded to bf16,
     /// unscaled; int8 K: their integers); empty where a dot-product kernel takes `q_words`.
     qt: Vec<S::f32s>,
@@ -155,14 +165,48 @@ struct Lanes<S: Simd> {
     st: Vec<S::f32s>,
     /// `[slot][rv]`: `sum_t p[t] v[t]`.
     ot: Vec<S::f32s>,
+    /// `[rv]`: an int8 cache's weight step of the current tile, a row (its largest weight /
+    /// [`WEIGHT_STEPS`]), and steps per unit of weight.
+    weight_step: Vec<S::f32s>,
+    steps_per_weight: Vec<S::f32s>,
     /// `[2][slot]`: a tile's odd last value row in f32 beside a zero row (the pair it ends with).
     last_values: Vec<f32>,
-    /// `vdpbf16ps` P V: `[key pair][BLOCK_ROWS]` probabilities, bf16 pairs of two keys; the
-    /// values' pairs come from `value_pairs`, but for a tile's last odd key (`[slot]`, with a
-    /// zero key).
+    /// `P V` on pairs: `[key pair][BLOCK_ROWS]` weights as pairs of two keys (bf16, or i16 for
+    /// int8 values); the values' pairs come from `value_pairs`, but for a tile's last odd key
+    /// (`[slot]`, with a zero key).
     p_words: Vec<u32>,
     last_pair: Vec<u32>,
     values: ValuesKey,
+}
+
+/// The kernel a tile's scores ran on: none (the generic path is to run), or one that wrote
+/// them unscaled, or scaled by the int8 query and key scales.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // the kernels are x86-64's
+enum ScoresKernel {
+    None,
+    Unscaled,
+    Scaled,
+}
+
+/// The kernel `P V` runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ValueDots {
+    /// The generic lane product (f32 and bf16 caches), or an i32 loop (int8).
+    Generic,
+    /// `vdpbf16ps` on bf16 pairs of keys (a bf16 cache).
+    Bf16,
+    /// `vpdpwssd` (AVX512-VNNI) on i16 pairs of keys (an int8 cache).
+    Int16,
+    /// `vpmaddwd` (AVX2) on the same pairs.
+    Int16Pairs,
+}
+
+impl ValueDots {
+    /// An integer pair kernel, which takes a tile's values as i16 pairs.
+    fn int16(self) -> bool {
+        matches!(self, ValueDots::Int16 | ValueDots::Int16Pairs)
+    }
 }
 
 /// A tile's K and V rows decoded once for all the blocks that go over it (where their kernels
@@ -173,8 +217,11 @@ struct DecodedTile {
     k: Vec<f32>,
     /// `[key][pair]` int8 keys widened to i16 pairs (`vpmaddwd` scores), else empty.
     k_pairs: Vec<u32>,
-    /// Empty where `P V` takes the shared value pairs.
+    /// Empty where `P V` runs on pairs.
     v: Vec<f32>,
+    /// `[key pair][slot]` int8 values as i16 pairs of two keys (`vpdpwssd`, `vpmaddwd`), else
+    /// empty.
+    v_pairs: Vec<u32>,
 }
 
 impl DecodedTile {
@@ -186,7 +233,8 @@ impl DecodedTile {
             k: vec![0.0; rows(!stored_or_pairs)],
             // Two pairs of i16 a stored word of four bytes.
             k_pairs: vec![0; rows(lanes.int8_pair_scores) / 2],
-            v: vec![0.0; rows(!lanes.bf16_values)],
+            v: vec![0.0; rows(lanes.value_dots == ValueDots::Generic)],
+            v_pairs: vec![0; rows(lanes.value_dots.int16()) / 2],
         }
     }
 
@@ -209,6 +257,14 @@ impl DecodedTile {
             // SAFETY: only blocks whose kernel table has `int8_pairs` widen, on a CPU with AVX2.
             unsafe {
                 super::dots_avx2::widen_int8_keys(&kv.k[rows.clone()], rw, &mut self.k_pairs)
+            };
+        }
+        #[cfg(target_arch = "x86_64")]
+        if !self.v_pairs.is_empty() {
+            // SAFETY: only blocks whose kernel table has a pair kernel for int8 values pack
+            // them, on a CPU with AVX2.
+            unsafe {
+                super::dots_avx2::pack_int8_value_pairs(&kv.v[rows.clone()], rw, &mut self.v_pairs)
             };
         }
         if !self.v.is_empty() {
@@ -325,8 +381,19 @@ impl<S: Simd> Lanes<S> {
         let bf16_scores = dots.bf16 && kv.dtype == KvDtype::Bf16;
         let int8_scores = dots.int8 && kv.dtype == KvDtype::Int8;
         let int8_pair_scores = dots.int8_pairs && !int8_scores && kv.dtype == KvDtype::Int8;
-        let bf16_values = dots.bf16 && kv.dtype != KvDtype::F32;
-        let pair_words = |n: usize| if bf16_values { n } else { 0 };
+        let value_dots = match kv.dtype {
+            KvDtype::Bf16 if dots.bf16 => ValueDots::Bf16,
+            KvDtype::Int8 if dots.int8 => ValueDots::Int16,
+            KvDtype::Int8 if dots.int8_pairs => ValueDots::Int16Pairs,
+            _ => ValueDots::Generic,
+        };
+        let pair_words = |n: usize| {
+            if value_dots == ValueDots::Generic {
+                0
+            } else {
+                n
+            }
+        };
         let query_words = if int8_pair_scores {
             2 * rw * BLOCK_ROWS
         } else if bf16_scores || int8_scores {
@@ -341,7 +408,7 @@ impl<S: Simd> Lanes<S> {
             bf16_scores,
             int8_scores,
             int8_pair_scores,
-            bf16_values,
+            value_dots,
             qt: vec![zero; if query_words > 0 { 0 } else { slots * rv }],
             q_words: vec![0; query_words],
             q_sums: [0; BLOCK_ROWS],
@@ -352,9 +419,18 @@ impl<S: Simd> Lanes<S> {
             s0: vec![simd.splat_f32s(f32::NEG_INFINITY); rv],
             st: vec![zero; (KEY_TILE + 1) * rv],
             ot: vec![zero; slots * rv],
+            weight_step: vec![zero; rv],
+            steps_per_weight: vec![zero; rv],
             last_values: vec![0.0; 2 * slots],
             p_words: vec![0; pair_words(KEY_TILE / 2 * BLOCK_ROWS)],
-            last_pair: vec![0; pair_words(slots)],
+            last_pair: vec![
+                0;
+                if value_dots == ValueDots::Bf16 {
+                    slots
+                } else {
+                    0
+                }
+            ],
             values,
         }
     }
@@ -475,8 +551,10 @@ impl<S: Simd> Lanes<S> {
     ) {
         let rv = self.rv;
         let rw = kv.row_words;
-        self.st[..ntok * rv].fill(simd.splat_f32s(0.0));
-        if !self.hardware_scores(decoded, k_rows, rw, ntok) {
+        let k_scales = (!kv.k_scale.is_empty()).then(|| &kv.k_scale[k0..k0 + ntok]);
+        let kernel = self.hardware_scores(decoded, k_rows, k_scales, rw, ntok);
+        if kernel == ScoresKernel::None {
+            self.st[..ntok * rv].fill(simd.splat_f32s(0.0));
             let keys = Broadcast {
                 values: &decoded.k,
                 k_stride: 1,
@@ -495,10 +573,10 @@ impl<S: Simd> Lanes<S> {
                 *s = simd.mul_f32s(*s, scale);
             }
         }
-        if !kv.k_scale.is_empty() {
+        if let Some(k_scales) = k_scales.filter(|_| kernel != ScoresKernel::Scaled) {
             // The integer score loop's `dot * (q_scale * k_scale)`, bit for bit.
             for (t, scores) in self.st[..ntok * rv].chunks_exact_mut(rv).enumerate() {
-                let k_scale = simd.splat_f32s(kv.k_scale[k0 + t]);
+                let k_scale = simd.splat_f32s(k_scales[t]);
                 for (s, &q_scale) in scores.iter_mut().zip(&self.q_scale) {
                     *s = simd.mul_f32s(*s, simd.mul_f32s(q_scale, k_scale));
                 }
@@ -530,28 +608,41 @@ impl<S: Simd> Lanes<S> {
             self.s0.copy_from_slice(&self.st[..rv]);
         }
         let mut alpha = [simd.splat_f32s(1.0); BLOCK_ROWS];
+        // Int8 V: the weights of its integers, `p * v_scale`, and each row's largest.
+        let v_scales = (!kv.v_scale.is_empty()).then(|| &kv.v_scale[k0..k0 + ntok]);
+        let mut largest = [zero; BLOCK_ROWS];
         for v in 0..rv {
-            let mut tile_max = minus_inf;
+            // Four running maxima: one would wait on each `vmaxps` before the next.
+            let mut maxima = [minus_inf; 4];
             for t in 0..ntok {
-                tile_max = simd.max_f32s(tile_max, self.st[t * rv + v]);
+                maxima[t % 4] = simd.max_f32s(maxima[t % 4], self.st[t * rv + v]);
             }
+            let tile_max = simd.max_f32s(
+                simd.max_f32s(maxima[0], maxima[1]),
+                simd.max_f32s(maxima[2], maxima[3]),
+            );
             let m_new = simd.max_f32s(self.m[v], tile_max);
             // A row that has seen nothing yet keeps m = -inf: subtracting 0 instead leaves its
             // scores at -inf, whose exp is exactly 0 (never -inf - -inf = NaN).
             let shift = simd.select_f32s(simd.equal_f32s(m_new, minus_inf), zero, m_new);
             alpha[v] = exp_nonpositive(simd, simd.sub_f32s(self.m[v], shift));
-            let mut tile_sum = zero;
+            let (mut tile_sum, mut row_largest) = (zero, zero);
             for t in 0..ntok {
                 let mut p = exp_nonpositive(simd, simd.sub_f32s(self.st[t * rv + v], shift));
                 if self.dtype == KvDtype::Bf16 {
                     // Summed as rounded, so that the weights stay normalized.
                     p = round_bf16(simd, p);
                 }
-                self.st[t * rv + v] = p;
                 tile_sum = simd.add_f32s(tile_sum, p);
+                if let Some(v_scales) = v_scales {
+                    p = simd.mul_f32s(p, simd.splat_f32s(v_scales[t]));
+                    row_largest = simd.max_f32s(row_largest, p);
+                }
+                self.st[t * rv + v] = p;
             }
             self.l[v] = simd.add_f32s(simd.mul_f32s(self.l[v], alpha[v]), tile_sum);
             self.m[v] = m_new;
+            largest[v] = row_largest;
         }
         let alpha = &alpha[..rv];
         let factors: &[f32] = bytemuck::cast_slice(alpha);
@@ -562,27 +653,48 @@ impl<S: Simd> Lanes<S> {
                 }
             }
         }
-        if !kv.v_scale.is_empty() {
-            // The weights of V's integers, rounded to bf16 for the pair products.
-            for (t, p) in self.st[..ntok * rv].chunks_exact_mut(rv).enumerate() {
-                let v_scale = simd.splat_f32s(kv.v_scale[k0 + t]);
-                for x in p.iter_mut() {
-                    *x = round_bf16(simd, simd.mul_f32s(*x, v_scale));
-                }
-            }
+        if v_scales.is_some() {
+            self.set_weight_steps(simd, &largest[..rv]);
         }
     }
 
-    /// The unscaled scores on a dot-product kernel where the CPU has one for this cache (of the
-    /// stored `k_rows`, or of `decoded`'s pairs); false where the generic path is to run.
+    /// An int8 cache's steps of the tile's weights, a row: `weight_step` (the row's `largest`
+    /// weight over [`WEIGHT_STEPS`]) and its inverse `steps_per_weight` (zero where the row
+    /// weighs nothing).
+    #[inline(always)]
+    fn set_weight_steps(&mut self, simd: S, largest: &[S::f32s]) {
+        let (zero, steps) = (simd.splat_f32s(0.0), simd.splat_f32s(WEIGHT_STEPS));
+        for (v, &largest) in largest.iter().enumerate() {
+            let nothing = simd.equal_f32s(largest, zero);
+            let inverse = simd.select_f32s(nothing, zero, simd.div_f32s(steps, largest));
+            self.steps_per_weight[v] = inverse;
+            self.weight_step[v] = simd.div_f32s(largest, steps);
+        }
+    }
+
+    /// An int8 cache's weight `x` in steps, rounded to an integer: adding 1.5 * 2^23 to a value
+    /// below 2^22 leaves the integer nearest to it (ties to even) in the sum's low mantissa bits,
+    /// the same at every width. Returns that sum; minus 1.5 * 2^23 it is the integer.
+    #[inline(always)]
+    fn in_steps(simd: S, x: S::f32s, steps_per_weight: S::f32s) -> S::f32s {
+        simd.add_f32s(
+            simd.mul_f32s(x, steps_per_weight),
+            simd.splat_f32s(ROUNDING_BIAS),
+        )
+    }
+
+    /// The scores on a dot-product kernel where the CPU has one for this cache (of the stored
+    /// `k_rows`, or of `decoded`'s pairs; `vpdpbusd` scales them by the int8 `k_scales` too),
+    /// written over the tile's `st`; which kernel ran.
     #[inline(always)]
     fn hardware_scores(
         &mut self,
         decoded: &DecodedTile,
         k_rows: &[u32],
+        k_scales: Option<&[f32]>,
         rw: usize,
         ntok: usize,
-    ) -> bool {
+    ) -> ScoresKernel {
         #[cfg(target_arch = "x86_64")]
         if self.int8_pair_scores {
             let keys = super::dots_avx512::Words {
@@ -593,7 +705,7 @@ impl<S: Simd> Lanes<S> {
             let st: &mut [f32] = bytemuck::cast_slice_mut(&mut self.st[..ntok * self.rv]);
             // SAFETY: `dots` comes from a kernel table, which proved the CPU has AVX2.
             unsafe { super::dots_avx2::dot_int8_pairs(&self.q_words, keys, st, ntok, 2 * rw) };
-            return true;
+            return ScoresKernel::Unscaled;
         }
         #[cfg(target_arch = "x86_64")]
         if self.bf16_scores || self.int8_scores {
@@ -607,20 +719,26 @@ impl<S: Simd> Lanes<S> {
             // SAFETY: `dots` comes from a kernel table, which proved the CPU has the features.
             unsafe {
                 if self.bf16_scores {
+                    st.fill(0.0);
                     dot_bf16(&self.q_words, keys, st, ntok, rw);
-                } else {
-                    dot_int8(&self.q_words, &self.q_sums, keys, st, ntok, rw);
+                    return ScoresKernel::Unscaled;
                 }
+                let q_scale: &[f32; BLOCK_ROWS] = bytemuck::cast_slice(&self.q_scale)
+                    .try_into()
+                    .expect("BLOCK_ROWS lanes");
+                let k_scales = k_scales.expect("an int8 cache has key scales");
+                let scales = (q_scale, k_scales);
+                dot_int8(&self.q_words, &self.q_sums, scales, keys, st, ntok, rw);
+                return ScoresKernel::Scaled;
             }
-            return true;
         }
-        let _ = (decoded, k_rows, rw, ntok);
-        false
+        let _ = (decoded, k_rows, k_scales, rw, ntok);
+        ScoresKernel::None
     }
 
-    /// `ot += sum_t p[t] v_t` over the values of keys `k0 .. k0 + ntok` (`decoded.v` decoded).
-    /// bf16 and int8: in bf16 pairs of keys (the probabilities rounded already), an odd tile
-    /// padded with a zero key.
+    /// `ot += sum_t p[t] v_t` over the values of keys `k0 .. k0 + ntok` (`decoded.v` decoded
+    /// where no pair kernel takes the shared pairs). bf16: in bf16 pairs of keys (the
+    /// probabilities rounded already), an odd tile padded with a zero key; int8: in integers.
     #[inline(always)]
     fn accumulate<F: WordFormat>(
         &mut self,
@@ -634,86 +752,134 @@ impl<S: Simd> Lanes<S> {
         let depth = ntok.next_multiple_of(2);
         self.st[ntok * rv..depth * rv].fill(simd.splat_f32s(0.0));
         #[cfg(target_arch = "x86_64")]
-        if self.bf16_values {
-            self.pack_probabilities(depth);
-            self.accumulate_pairs::<F>(simd, kv, k0, ntok);
+        if self.value_dots.int16() {
+            self.pack_integer_weights(simd, depth);
+            self.accumulate_int16_pairs(decoded, depth / 2);
+            return;
+        }
+        #[cfg(target_arch = "x86_64")]
+        if self.value_dots == ValueDots::Bf16 {
+            self.pack_weights(depth);
+            self.accumulate_pairs(kv, k0, ntok);
             return;
         }
         #[cfg(not(target_arch = "x86_64"))]
         let _ = (kv, k0); // only the value pairs read the stored rows
         let values = |values| Broadcast::rows(values, slots);
-        if self.dtype == KvDtype::F32 {
-            let st = &self.st[..ntok * rv];
-            let v = values(&decoded.v);
-            product::<S, { Order::SEQUENTIAL }>(simd, st, v, &mut self.ot, slots, ntok);
-            return;
-        }
-        // The whole pairs from the shared tile, then an odd last key beside a zero key (the
-        // shared tile's next row may be a key this block does not see): two calls sum each
-        // output in the order of one.
-        let whole = ntok & !1;
-        let (st, v) = (&self.st[..whole * rv], values(&decoded.v));
-        product::<S, { Order::ADJACENT_PAIRS }>(simd, st, v, &mut self.ot, slots, whole);
-        if whole < ntok {
-            let (last, zero) = self.last_values.split_at_mut(slots);
-            last.copy_from_slice(&decoded.v[whole * slots..][..slots]);
-            zero.fill(0.0);
-            let (st, v) = (&self.st[whole * rv..depth * rv], values(&self.last_values));
-            product::<S, { Order::ADJACENT_PAIRS }>(simd, st, v, &mut self.ot, slots, 2);
+        match self.dtype {
+            KvDtype::F32 => {
+                let st = &self.st[..ntok * rv];
+                let v = values(&decoded.v);
+                product::<S, { Order::SEQUENTIAL }>(simd, st, v, &mut self.ot, slots, ntok);
+            }
+            KvDtype::Int8 => {
+                let bias = simd.splat_f32s(ROUNDING_BIAS);
+                for w in self.st[..ntok * rv].chunks_exact_mut(rv) {
+                    for (x, &inverse) in w.iter_mut().zip(&self.steps_per_weight) {
+                        *x = simd.sub_f32s(Self::in_steps(simd, *x, inverse), bias);
+                    }
+                }
+                self.accumulate_integers(&decoded.v, ntok);
+            }
+            KvDtype::Bf16 => {
+                // The whole pairs from the shared tile, then an odd last key beside a zero key
+                // (the shared tile's next row may be a key this block does not see): two calls
+                // sum each output in the order of one.
+                let whole = ntok & !1;
+                let (st, v) = (&self.st[..whole * rv], values(&decoded.v));
+                product::<S, { Order::ADJACENT_PAIRS }>(simd, st, v, &mut self.ot, slots, whole);
+                if whole < ntok {
+                    let (last, zero) = self.last_values.split_at_mut(slots);
+                    last.copy_from_slice(&decoded.v[whole * slots..][..slots]);
+                    zero.fill(0.0);
+                    let (st, v) = (&self.st[whole * rv..depth * rv], values(&self.last_values));
+                    product::<S, { Order::ADJACENT_PAIRS }>(simd, st, v, &mut self.ot, slots, 2);
+                }
+            }
         }
     }
 
-    /// `vdpbf16ps` P V of the tile (`p_words` packed): its whole pairs of keys from the thread's
-    /// shared value pairs, then an odd last key paired with a zero key. Two calls sum each
-    /// output in the order of one.
+    /// An int8 cache's `P V` without a pair kernel: `ot += step * sum_t w[t] v_t` over the
+    /// tile's integer weights `w` and V's integers (`values`, decoded to f32), the sums in i32,
+    /// exact in any order, so these are the pair kernels' bits.
+    fn accumulate_integers(&mut self, values: &[f32], ntok: usize) {
+        let slots = self.slots;
+        let weights: &[f32] = bytemuck::cast_slice(&self.st[..ntok * self.rv]);
+        let steps: &[f32] = bytemuck::cast_slice(&self.weight_step);
+        let ot: &mut [f32] = bytemuck::cast_slice_mut(&mut self.ot);
+        let mut sums = [0i32; BLOCK_ROWS];
+        for (slot, out) in ot.chunks_exact_mut(BLOCK_ROWS).enumerate() {
+            sums.fill(0);
+            for (t, w) in weights.chunks_exact(BLOCK_ROWS).enumerate() {
+                let value = values[t * slots + slot] as i32;
+                for (sum, &w) in sums.iter_mut().zip(w) {
+                    *sum += w as i32 * value;
+                }
+            }
+            for ((o, &sum), &step) in out.iter_mut().zip(&sums).zip(steps) {
+                *o = step.mul_add(sum as f32, *o);
+            }
+        }
+    }
+
+    /// `P V` of an int8 cache on an integer pair kernel (`p_words` packed): the tile's `pairs`
+    /// pairs of keys from `decoded` (an odd last key beside a zero key, or beside the tile's next
+    /// key, which this block does not see: its weight is zero, so is the product).
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
-    fn accumulate_pairs<F: WordFormat>(
-        &mut self,
-        simd: S,
-        kv: KvHeadView<'_>,
-        k0: usize,
-        ntok: usize,
-    ) {
+    fn accumulate_int16_pairs(&mut self, decoded: &DecodedTile, pairs: usize) {
+        let slots = self.slots;
+        let values = super::dots_avx512::Words {
+            words: &decoded.v_pairs,
+            k_stride: slots,
+            col_stride: 1,
+        };
+        let step: &[f32; BLOCK_ROWS] = bytemuck::cast_slice(&self.weight_step)
+            .try_into()
+            .expect("BLOCK_ROWS lanes");
+        let ot: &mut [f32] = bytemuck::cast_slice_mut(&mut self.ot);
+        let weights = &self.p_words;
+        // SAFETY: `value_dots` comes from a kernel table, which proved the CPU has the kernel's
+        // features (AVX512-VNNI for `vpdpwssd`, AVX2 for `vpmaddwd`).
+        unsafe {
+            if self.value_dots == ValueDots::Int16 {
+                super::dots_avx512::dot_int16_scaled(weights, values, step, ot, slots, pairs);
+            } else {
+                super::dots_avx2::dot_int16_scaled(weights, values, step, ot, slots, pairs);
+            }
+        }
+    }
+
+    /// `vdpbf16ps` P V of a bf16 cache (`p_words` packed): its whole pairs of keys from the
+    /// thread's shared value pairs, then an odd last key paired with a zero key. Two calls sum
+    /// each output in the order of one.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    fn accumulate_pairs(&mut self, kv: KvHeadView<'_>, k0: usize, ntok: usize) {
         use super::dots_avx512::{Words, dot_bf16};
         use super::value_pairs::{pack_pair, with_pairs};
         let (slots, rw) = (self.slots, kv.row_words);
         let (first_pair, whole_pairs) = (k0 / 2, ntok / 2);
         let ot: &mut [f32] = bytemuck::cast_slice_mut(&mut self.ot);
-        let decode = |rows: &[u32], dst: &mut [f32]| decode_rows::<S, F>(simd, rows, rw, dst);
         if whole_pairs > 0 {
-            // SAFETY: `bf16_values` comes from a kernel table, which proved the CPU has
+            // SAFETY: `value_dots` comes from a kernel table, which proved the CPU has
             // AVX512-BF16 (and so AVX-512).
             unsafe {
-                with_pairs(
-                    self.values,
-                    kv,
-                    slots,
-                    first_pair + whole_pairs,
-                    decode,
-                    |pairs| {
-                        let values = Words {
-                            words: &pairs[first_pair * slots..],
-                            k_stride: slots,
-                            col_stride: 1,
-                        };
-                        dot_bf16(&self.p_words, values, ot, slots, whole_pairs)
-                    },
-                )
+                with_pairs(self.values, kv, slots, first_pair + whole_pairs, |pairs| {
+                    let values = Words {
+                        words: &pairs[first_pair * slots..],
+                        k_stride: slots,
+                        col_stride: 1,
+                    };
+                    dot_bf16(&self.p_words, values, ot, slots, whole_pairs)
+                })
             };
         }
         if ntok % 2 == 1 {
             let last = &kv.v[(k0 + ntok - 1) * rw..][..rw];
             // SAFETY: as above.
             unsafe {
-                pack_pair(
-                    self.dtype,
-                    last,
-                    None,
-                    &decode,
-                    &mut self.last_values,
-                    &mut self.last_pair,
-                );
+                pack_pair(last, None, &mut self.last_pair);
                 let values = Words {
                     words: &self.last_pair,
                     k_stride: slots,
@@ -725,20 +891,42 @@ impl<S: Simd> Lanes<S> {
         }
     }
 
+    /// `P V` on integer pairs: the tile's first `depth` (even) weights of int8 values in steps
+    /// ([`Lanes::in_steps`], the generic path's integers), as i16 pairs of keys `(2i, 2i + 1)`,
+    /// the even key in the low half.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    fn pack_integer_weights(&mut self, simd: S, depth: usize) {
+        let (rv, low, sixteen) = (self.rv, simd.splat_u32s(0xffff), simd.splat_u32s(16));
+        let (pairs, _) = S::as_mut_simd_u32s(&mut self.p_words[..depth / 2 * BLOCK_ROWS]);
+        for (i, pair) in pairs.chunks_exact_mut(rv).enumerate() {
+            for v in 0..rv {
+                let inverse = self.steps_per_weight[v];
+                let even = Self::in_steps(simd, self.st[2 * i * rv + v], inverse);
+                let odd = Self::in_steps(simd, self.st[(2 * i + 1) * rv + v], inverse);
+                let (even, odd) = (
+                    simd.transmute_u32s_f32s(even),
+                    simd.transmute_u32s_f32s(odd),
+                );
+                let high = simd.wrapping_dyn_shl_u32s(odd, sixteen);
+                pair[v] = simd.or_u32s(simd.and_u32s(even, low), high);
+            }
+        }
+    }
+
     /// `vdpbf16ps` P V: the tile's first `depth` (even) probabilities, bf16 already, as pairs of
     /// keys `(2i, 2i + 1)`, the even key in the low half.
     #[cfg(target_arch = "x86_64")]
-    fn pack_probabilities(&mut self, depth: usize) {
+    fn pack_weights(&mut self, depth: usize) {
         let st: &[f32] = bytemuck::cast_slice(&self.st[..depth * self.rv]);
         for (pair, keys) in self
             .p_words
             .chunks_exact_mut(BLOCK_ROWS)
             .zip(st.chunks_exact(2 * BLOCK_ROWS))
         {
-            // SAFETY: only the dot-product path packs, on a CPU with AVX-512.
-            unsafe {
-                super::dots_avx512::pack_value_pairs(&keys[..BLOCK_ROWS], &keys[BLOCK_ROWS..], pair)
-            };
+            let (even, odd) = keys.split_at(BLOCK_ROWS);
+            // SAFETY: only the `vdpbf16ps` path packs, on a CPU with AVX-512.
+            unsafe { super::dots_avx512::pack_value_pairs(even, odd, pair) };
         }
     }
 

@@ -1,8 +1,10 @@
-//! The AVX2 integer dot products of lane prefill, for CPUs without AVX512-VNNI: the scores over
-//! int8 keys on `vpmaddwd`. A tile's stored keys are widened once to pairs of i16
+//! The AVX2 integer dot products of lane prefill, for CPUs without AVX512-VNNI: both products
+//! over an int8 cache on `vpmaddwd`. A tile's stored keys are widened once to pairs of i16
 //! ([`widen_int8_keys`], shared by the blocks that go over the tile); each query row holds the
 //! same pairs of its int8 integers, and one `vpmaddwd` multiplies 8 rows by a broadcast pair
-//! (16 products, against 8 for an f32 FMA) with an exact i32 sum.
+//! (16 products, against 8 for an f32 FMA) with an exact i32 sum. `P V` the same way: a tile's
+//! values as i16 pairs of two keys ([`pack_int8_value_pairs`]) times each row's integer weights
+//! of the two (also the AVX-512 `vpdpwssd` kernel's operands).
 //!
 //! Integer sums are exact in any order, so the scores are the generic path's bits (the f32 sums
 //! of the same integers are exact below 2^24: 127^2 x head_dim is for head dims up to 1040).
@@ -58,10 +60,10 @@ pub(super) fn widen_int8_keys(rows: &[u32], row_words: usize, dst: &mut [u32]) {
 }
 
 /// `c[col][r] = sum_k a[k][r] . b(k, col)` as f32 for the 32 rows `r` and every `col < cols`,
-/// each word a pair of i16 (`vpmaddwd`'s): the exact integer dot products.
+/// each word a pair of i16 (`vpmaddwd`'s): the exact integer dot products (the int8 scores).
 ///
 /// Panics if a slice is too short for `depth` and `cols`.
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,fma")]
 pub(super) fn dot_int8_pairs(a: &[u32], b: Words<'_>, c: &mut [f32], cols: usize, depth: usize) {
     if cols == 0 {
         return;
@@ -72,17 +74,43 @@ pub(super) fn dot_int8_pairs(a: &[u32], b: Words<'_>, c: &mut [f32], cols: usize
         return;
     }
     b.check(cols, depth);
-    over_column_tiles!(cols, COLS, tile_int8_pairs(a, b, c; depth));
+    over_column_tiles!(cols, COLS, tile_pairs(a, b, None, c; depth));
 }
 
+/// `c[col][r] += step[r] * sum_k a[k][r] . b(k, col)` for the 32 rows `r` and every
+/// `col < cols`, each word a pair of i16 (`P V` over int8 values: the `vpdpwssd` kernel's
+/// result, bit for bit, on `vpmaddwd`).
+///
+/// Panics if a slice is too short for `depth` and `cols`.
+#[target_feature(enable = "avx2,fma")]
+pub(super) fn dot_int16_scaled(
+    a: &[u32],
+    b: Words<'_>,
+    step: &[f32; 32],
+    c: &mut [f32],
+    cols: usize,
+    depth: usize,
+) {
+    if cols == 0 || depth == 0 {
+        return;
+    }
+    assert!(a.len() >= depth * 32 && c.len() >= cols * 32);
+    b.check(cols, depth);
+    over_column_tiles!(cols, COLS, tile_pairs(a, b, Some(step), c; depth));
+}
+
+/// One register tile of pair products, the sums stored as f32 (`step` None) or scaled into `c`
+/// with a fused multiply-add.
+///
 /// # Safety
 /// `a` holds `depth * 32` words, `c` `(col + NC) * 32` values, and `b`'s word
 /// `(depth - 1, col + NC - 1)` is inside `b.words`.
 #[inline]
-#[target_feature(enable = "avx2")]
-unsafe fn tile_int8_pairs<const NC: usize>(
+#[target_feature(enable = "avx2,fma")]
+unsafe fn tile_pairs<const NC: usize>(
     a: &[u32],
     b: Words<'_>,
+    step: Option<&[f32; 32]>,
     c: &mut [f32],
     col: usize,
     depth: usize,
@@ -107,7 +135,52 @@ unsafe fn tile_int8_pairs<const NC: usize>(
         let c_ptr = c.as_mut_ptr().add(col * 32);
         for n in 0..NC {
             for v in 0..ROW_REGISTERS {
-                _mm256_storeu_ps(c_ptr.add(n * 32 + v * 8), _mm256_cvtepi32_ps(acc[n][v]));
+                let (out, sum) = (c_ptr.add(n * 32 + v * 8), _mm256_cvtepi32_ps(acc[n][v]));
+                let value = match step {
+                    None => sum,
+                    Some(step) => {
+                        let step = _mm256_loadu_ps(step.as_ptr().add(v * 8));
+                        _mm256_fmadd_ps(step, sum, _mm256_loadu_ps(out))
+                    }
+                };
+                _mm256_storeu_ps(out, value);
+            }
+        }
+    }
+}
+
+/// Stored int8 value rows (`row_words` words of four biased bytes) as i16 pairs of two keys, the
+/// bias removed, in lane prefill's slot order: `dst[i * slots + j * row_words + w]` holds byte
+/// `j` of word `w` of keys `2i` (low half) and `2i + 1`, `slots = 4 row_words`; an odd last key
+/// is paired with a zero key.
+///
+/// Panics if `dst` is shorter than the rows' pairs.
+#[target_feature(enable = "avx2")]
+pub(super) fn pack_int8_value_pairs(rows: &[u32], row_words: usize, dst: &mut [u32]) {
+    let (keys, slots) = (rows.len() / row_words, 4 * row_words);
+    assert!(dst.len() >= keys.div_ceil(2) * slots);
+    let value = |word: u32, byte: usize| ((word >> (8 * byte)) & 0xff) as i32 - 128;
+    let pair = |even: i32, odd: i32| (even as u32 & 0xffff) | ((odd as u32) << 16);
+    for (i, out) in dst
+        .chunks_exact_mut(slots)
+        .take(keys.div_ceil(2))
+        .enumerate()
+    {
+        let even = &rows[2 * i * row_words..][..row_words];
+        match rows.get((2 * i + 1) * row_words..(2 * i + 2) * row_words) {
+            Some(odd) => {
+                for (j, out) in out.chunks_exact_mut(row_words).enumerate() {
+                    for ((o, &e), &d) in out.iter_mut().zip(even).zip(odd) {
+                        *o = pair(value(e, j), value(d, j));
+                    }
+                }
+            }
+            None => {
+                for (j, out) in out.chunks_exact_mut(row_words).enumerate() {
+                    for (o, &e) in out.iter_mut().zip(even) {
+                        *o = pair(value(e, j), 0);
+                    }
+                }
             }
         }
     }

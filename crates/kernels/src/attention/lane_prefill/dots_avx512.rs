@@ -1,7 +1,9 @@
 //! The AVX-512 dot-product kernels of lane prefill, for the CPUs that have them: `vdpbf16ps` for
-//! a bf16 cache (both products) and `vpdpbusd` for int8 keys (the scores). They run on register
-//! tiles like [`super::product`]'s (two registers of 16 query rows by [`COLS`] broadcast columns)
-//! and broadcast the cache's words as stored: a bf16 word is a pair, an int8 word four bytes.
+//! a bf16 cache (both products), `vpdpbusd` for int8 keys (the scores) and `vpdpwssd` for int8
+//! values (`P V`, on i16 pairs of two keys' values and of their integer weights). They run on
+//! register tiles like [`super::product`]'s (two registers of 16 query rows by [`COLS`]
+//! broadcast columns) and broadcast the cache's words as stored (a bf16 word is a pair, an int8
+//! word four bytes) or the value pairs.
 //!
 //! Each gives the generic path's bits. `vdpbf16ps` adds a pair's odd product, then its even one,
 //! each rounded to nearest (a product of two bf16 is exact in f32): the paired
@@ -13,6 +15,8 @@
 #![allow(clippy::needless_range_loop)] // indexing small const-size register arrays reads clearest
 
 use core::arch::x86_64::*;
+
+use crate::word_dots::vpdpwssd;
 
 /// Broadcast columns per register tile: 2 x 8 accumulators, the 2 row operands and the 8
 /// broadcasts fit the 32 registers; 8 divides the tile's 64 keys and the slots of the usual head
@@ -105,16 +109,18 @@ unsafe fn tile_bf16<const NC: usize>(
     }
 }
 
-/// `c[col][r] = sum_k a[k][r] . b(k, col) - 128 a_sums[r]` as f32 for the 32 rows `r` and every
-/// `col < cols`: `a`'s words hold four signed bytes, `b`'s four unsigned ones with the int8
-/// cache's bias of 128, so the result is the exact dot product of the signed values (exact in
-/// f32 below 2^24, which 127^2 x head_dim is for head dims up to 1040).
+/// `c[col][r] = (sum_k a[k][r] . b(k, col) - 128 a_sums[r]) * (a_scales[r] * b_scales[col])`
+/// as f32 for the 32 rows `r` and every `col < cols`: `a`'s words hold four signed bytes, `b`'s
+/// four unsigned ones with the int8 cache's bias of 128, so the sum is the exact dot product of
+/// the signed values (exact in f32 below 2^24, which 127^2 x head_dim is for head dims up to
+/// 1040), then scaled as the generic path scales it.
 ///
 /// Panics if a slice is too short for `depth` and `cols`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
 pub(super) fn dot_int8(
     a: &[u32],
     a_sums: &[i32; 32],
+    scales: (&[f32; 32], &[f32]),
     b: Words<'_>,
     c: &mut [f32],
     cols: usize,
@@ -123,18 +129,19 @@ pub(super) fn dot_int8(
     if cols == 0 || depth == 0 {
         return;
     }
-    assert!(a.len() >= depth * 32 && c.len() >= cols * 32);
+    assert!(a.len() >= depth * 32 && c.len() >= cols * 32 && scales.1.len() >= cols);
     b.check(cols, depth);
-    over_column_tiles!(cols, COLS, tile_int8(a, a_sums, b, c; depth));
+    over_column_tiles!(cols, COLS, tile_int8(a, a_sums, scales, b, c; depth));
 }
 
 /// # Safety
-/// As [`tile_bf16`]'s.
+/// As [`tile_bf16`]'s, and `scales.1` holds `col + NC` values.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn tile_int8<const NC: usize>(
     a: &[u32],
     a_sums: &[i32; 32],
+    (a_scales, b_scales): (&[f32; 32], &[f32]),
     b: Words<'_>,
     c: &mut [f32],
     col: usize,
@@ -158,11 +165,81 @@ unsafe fn tile_int8<const NC: usize>(
             _mm512_slli_epi32::<7>(_mm512_loadu_si512(a_sums.as_ptr().cast())),
             _mm512_slli_epi32::<7>(_mm512_loadu_si512(a_sums.as_ptr().add(16).cast())),
         ];
+        let a_scales = [
+            _mm512_loadu_ps(a_scales.as_ptr()),
+            _mm512_loadu_ps(a_scales.as_ptr().add(16)),
+        ];
+        let c_ptr = c.as_mut_ptr().add(col * 32);
+        for n in 0..NC {
+            let b_scale = _mm512_set1_ps(*b_scales.get_unchecked(col + n));
+            for half in 0..2 {
+                let exact = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[n][half], bias[half]));
+                let scale = _mm512_mul_ps(a_scales[half], b_scale);
+                _mm512_storeu_ps(c_ptr.add(n * 32 + half * 16), _mm512_mul_ps(exact, scale));
+            }
+        }
+    }
+}
+
+/// `c[col][r] += step[r] * sum_k a[k][r] . b(k, col)` for the 32 rows `r` and every
+/// `col < cols`, each word a pair of i16 (`vpdpwssd`'s): the integer dot product is exact (below
+/// 2^31: 32767 x 128 x 2 a pair, 2^14 pairs), then converted and added with one fused
+/// multiply-add, as the generic path does.
+///
+/// Panics if a slice is too short for `depth` and `cols`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+pub(super) fn dot_int16_scaled(
+    a: &[u32],
+    b: Words<'_>,
+    step: &[f32; 32],
+    c: &mut [f32],
+    cols: usize,
+    depth: usize,
+) {
+    if cols == 0 || depth == 0 {
+        return;
+    }
+    assert!(a.len() >= depth * 32 && c.len() >= cols * 32);
+    b.check(cols, depth);
+    over_column_tiles!(cols, COLS, tile_int16_scaled(a, b, step, c; depth));
+}
+
+/// # Safety
+/// As [`tile_bf16`]'s.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn tile_int16_scaled<const NC: usize>(
+    a: &[u32],
+    b: Words<'_>,
+    step: &[f32; 32],
+    c: &mut [f32],
+    col: usize,
+    depth: usize,
+) {
+    // SAFETY: every pointer below stays inside the slices by the caller's contract.
+    unsafe {
+        let mut acc = [[_mm512_setzero_si512(); 2]; NC];
+        let b_first = b.words.as_ptr().add(col * b.col_stride);
+        for k in 0..depth {
+            let a0 = _mm512_loadu_si512(a.as_ptr().add(k * 32).cast());
+            let a1 = _mm512_loadu_si512(a.as_ptr().add(k * 32 + 16).cast());
+            for n in 0..NC {
+                let word = *b_first.add(k * b.k_stride + n * b.col_stride);
+                let broadcast = _mm512_set1_epi32(word as i32);
+                acc[n][0] = vpdpwssd(acc[n][0], a0, broadcast);
+                acc[n][1] = vpdpwssd(acc[n][1], a1, broadcast);
+            }
+        }
+        let step = [
+            _mm512_loadu_ps(step.as_ptr()),
+            _mm512_loadu_ps(step.as_ptr().add(16)),
+        ];
         let c_ptr = c.as_mut_ptr().add(col * 32);
         for n in 0..NC {
             for half in 0..2 {
-                let exact = _mm512_sub_epi32(acc[n][half], bias[half]);
-                _mm512_storeu_ps(c_ptr.add(n * 32 + half * 16), _mm512_cvtepi32_ps(exact));
+                let out = c_ptr.add(n * 32 + half * 16);
+                let sum = _mm512_cvtepi32_ps(acc[n][half]);
+                _mm512_storeu_ps(out, _mm512_fmadd_ps(step[half], sum, _mm512_loadu_ps(out)));
             }
         }
     }

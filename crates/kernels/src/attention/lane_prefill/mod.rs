@@ -1,8 +1,8 @@
 //! Prefill on the vector units (every level without AMX tiles for the cache, scalar included):
 //! flash attention with the query rows in the SIMD lanes. A block of 32 rows (query positions
 //! times the query heads of one KV head: GQA shares every K/V tile) multiplies each K and V tile
-//! as two small matrix products on register tiles (`product`; on AVX-512 with BF16/VNNI the
-//! dot-product instructions of `dots_avx512`, same bits), with the online softmax of all its rows
+//! as two small matrix products on register tiles (`product`; the dot-product instructions of
+//! `dots_avx512` and `dots_avx2` where the CPU has them, same bits), with the online softmax of all its rows
 //! on whole registers between them (`block`); the gate is fused in the shared epilogue.
 //!
 //! Why the rows in the lanes: the dot products then need no horizontal sums, each lane sums in
@@ -36,11 +36,11 @@ use value_pairs::ValuesKey;
 /// each gives the bits of the generic path, faster.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct LaneDots {
-    /// `vdpbf16ps` for both products over a bf16 cache and for `P V` over an int8 one.
+    /// `vdpbf16ps` for both products over a bf16 cache.
     pub bf16: bool,
-    /// `vpdpbusd` for the scores over int8 keys.
+    /// `vpdpbusd` for the scores over int8 keys, `vpdpwssd` for `P V` over int8 values.
     pub int8: bool,
-    /// `vpmaddwd` (AVX2) for the scores over int8 keys widened to i16 pairs, where `int8` is
+    /// `vpmaddwd` (AVX2) for both products over an int8 cache, on i16 pairs, where `int8` is
     /// not set.
     pub int8_pairs: bool,
 }

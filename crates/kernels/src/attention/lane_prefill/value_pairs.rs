@@ -1,5 +1,5 @@
-//! The values of one KV head as `vdpbf16ps` takes them in `P V`: bf16 pairs of two keys, packed
-//! once per thread and KV head in a prefill call and shared by the thread's blocks of that head
+//! The values of one bf16 KV head as `vdpbf16ps` takes them in `P V`: bf16 pairs of two keys,
+//! packed once per thread and KV head in a prefill call and shared by the thread's blocks of that head
 //! (each block of 32 query rows used to pack every tile of the head again: at depth 32768 that
 //! was an eighth of the attention's time).
 //!
@@ -15,7 +15,7 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 #[cfg(target_arch = "x86_64")]
-use crate::attention::kv::{KvDtype, KvHeadView};
+use crate::attention::kv::KvHeadView;
 
 /// Which values a cache holds: one prefill call's KV head (the cache's contents can change
 /// between calls, so a new call never reuses them).
@@ -43,8 +43,6 @@ struct PackedValues {
     /// Whole pairs packed so far, `[pairs][slots]`.
     pairs: usize,
     words: Vec<u32>,
-    /// Two decoded int8 rows, `[2][slots]`.
-    decoded: Vec<f32>,
 }
 
 thread_local! {
@@ -52,8 +50,7 @@ thread_local! {
 }
 
 /// Calls `f` with the head's packed pairs `0 .. pairs` (`[pairs][slots]`), packing the ones this
-/// thread has not packed yet for `key`. `2 * pairs <= kv.len`; `decode(rows, dst)` decodes
-/// stored int8 rows to f32 in slot order (the block's `decode_rows`).
+/// thread has not packed yet for `key`. `2 * pairs <= kv.len`, `slots = 2 * kv.row_words`.
 ///
 /// # Safety
 /// The CPU has AVX-512 (the packing kernels are compiled for it).
@@ -63,7 +60,6 @@ pub(super) unsafe fn with_pairs<R>(
     kv: KvHeadView<'_>,
     slots: usize,
     pairs: usize,
-    decode: impl Fn(&[u32], &mut [f32]),
     f: impl FnOnce(&[u32]) -> R,
 ) -> R {
     assert!(2 * pairs <= kv.len);
@@ -75,13 +71,12 @@ pub(super) unsafe fn with_pairs<R>(
         let rw = kv.row_words;
         if cache.pairs < pairs {
             cache.words.resize(pairs * slots, 0);
-            cache.decoded.resize(2 * slots, 0.0);
             for i in cache.pairs..pairs {
                 let even = &kv.v[2 * i * rw..][..rw];
                 let odd = &kv.v[(2 * i + 1) * rw..][..rw];
                 let pair = &mut cache.words[i * slots..][..slots];
                 // SAFETY: the caller's contract (AVX-512).
-                unsafe { pack_pair(kv.dtype, even, Some(odd), &decode, &mut cache.decoded, pair) };
+                unsafe { pack_pair(even, Some(odd), pair) };
             }
             cache.pairs = pairs;
         }
@@ -89,45 +84,22 @@ pub(super) unsafe fn with_pairs<R>(
     })
 }
 
-/// The values of two keys (`odd` None: a zero key) as one pair row of `pair.len()` slots: a
-/// bf16 cache's stored words as they are (slot `w` takes the low halves, `rw + w` the high), an
-/// int8 cache's rows decoded (`decode`, into `decoded`, `[2][slots]`) and rounded to pairs.
+/// The stored bf16 rows of two keys (`odd` None: a zero key) as one pair row of `pair.len()`
+/// slots: slot `w` takes the words' low halves, `row_words + w` the high ones.
 ///
 /// # Safety
-/// The CPU has AVX-512 (the packing kernels are compiled for it).
+/// The CPU has AVX-512 (the packing kernel is compiled for it).
 #[cfg(target_arch = "x86_64")]
-pub(super) unsafe fn pack_pair(
-    dtype: KvDtype,
-    even: &[u32],
-    odd: Option<&[u32]>,
-    decode: &impl Fn(&[u32], &mut [f32]),
-    decoded: &mut [f32],
-    pair: &mut [u32],
-) {
-    use super::dots_avx512::{pack_value_pairs, pack_word_pairs};
-    let (rw, slots) = (even.len(), pair.len());
-    // SAFETY: the caller's contract (AVX-512).
-    unsafe {
-        if dtype == KvDtype::Bf16 {
-            let zero_key;
-            let odd = match odd {
-                Some(odd) => odd,
-                None => {
-                    zero_key = vec![0; rw];
-                    &zero_key
-                }
-            };
-            let (low, high) = pair.split_at_mut(rw);
-            pack_word_pairs(even, odd, low, high);
-        } else {
-            // A zero key is zero after decoding (a stored int8 zero is the biased byte 128).
-            let (even_values, odd_values) = decoded[..2 * slots].split_at_mut(slots);
-            decode(even, even_values);
-            match odd {
-                Some(odd) => decode(odd, odd_values),
-                None => odd_values.fill(0.0),
-            }
-            pack_value_pairs(even_values, odd_values, pair);
+pub(super) unsafe fn pack_pair(even: &[u32], odd: Option<&[u32]>, pair: &mut [u32]) {
+    let zero_key;
+    let odd = match odd {
+        Some(odd) => odd,
+        None => {
+            zero_key = vec![0; even.len()];
+            &zero_key
         }
-    }
+    };
+    let (low, high) = pair.split_at_mut(even.len());
+    // SAFETY: the caller's contract (AVX-512).
+    unsafe { super::dots_avx512::pack_word_pairs(even, odd, low, high) };
 }
