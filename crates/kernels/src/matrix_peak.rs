@@ -3,8 +3,8 @@
 //! current rayon pool together. The instructions: AMX bf16 tiles (`tdpbf16ps`), AVX512-BF16 dot
 //! products (`vdpbf16ps`), the integer dot products over an int8 cache (`vpdpbusd` for the
 //! scores, `vpdpwssd` for `P V`; `vpmaddwd` with its `vpaddd` for both on AVX2), and f32 fused
-//! multiply-adds at each vector width (`vfmadd231ps` on ymm
-//! and zmm, NEON `fmla`). An integer multiply-add counts 2 "FLOP" like a float one.
+//! multiply-adds at each vector width (`vfmadd231ps` on ymm and zmm, NEON `fmla`). An integer
+//! multiply-add counts 2 "FLOP" like a float one.
 //!
 //! `gattn-cpu bench` reports attention's FLOP rate as a ratio to the peak of the instructions its
 //! prefill runs on ([`attention_prefill_peak`]: one for the scores, one for `P V`, half the FLOP

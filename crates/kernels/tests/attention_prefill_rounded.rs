@@ -1,5 +1,6 @@
 //! Prefill over a bf16 or int8 cache, with every kernel table (AMX tiles, and the query rows in
-//! the vector lanes at every level, on `vdpbf16ps`/`vpdpbusd` or fused multiply-adds), equals
+//! the vector lanes at every level, on `vdpbf16ps`, `vpdpbusd`/`vpdpwssd`, `vpmaddwd` or fused
+//! multiply-adds and integer loops), equals
 //! naive attention + gate on the queries as the kernels use them (rounded to bf16, or to int8),
 //! on the stored K/V, within a bound derived from the rounding of the weights of `P V`: shapes
 //! with tails (head dims 64 and 128, and 40, 72 and 65 for the vector lanes; lengths not multiples
@@ -45,21 +46,27 @@ const INT8_WEIGHT_BLOCK: usize = 64;
 /// T} |n_k,e|` over the blocks `T` of the row's weights `w` and its head's stored values
 /// `v` (`[keys, d]`, `s_k` its rows' largest magnitude / 127).
 fn int8_weight_steps_bound(w: &[f32], v: &[f32], d: usize) -> Vec<f32> {
-    let scale = |k: usize| v[k * d..][..d].iter().fold(0.0f32, |m, x| m.max(x.abs())) / 127.0;
+    let rows: Vec<&[f32]> = v.chunks_exact(d).take(w.len()).collect();
+    let scales: Vec<f32> = rows
+        .iter()
+        .map(|row| row.iter().fold(0.0f32, |m, x| m.max(x.abs())) / 127.0)
+        .collect();
     let mut bound = vec![0.0f32; d];
-    for (b, block) in w.chunks(INT8_WEIGHT_BLOCK).enumerate() {
-        let first = b * INT8_WEIGHT_BLOCK;
-        let largest = (0..block.len())
-            .map(|i| block[i] * scale(first + i))
-            .fold(0.0f32, f32::max);
+    let block = INT8_WEIGHT_BLOCK;
+    for ((weights, scales), rows) in w
+        .chunks(block)
+        .zip(scales.chunks(block))
+        .zip(rows.chunks(block))
+    {
+        let largest = weights
+            .iter()
+            .zip(scales)
+            .fold(0.0f32, |m, (w, s)| m.max(w * s));
         let half_step = largest / (2.0 * INT8_WEIGHT_STEPS);
-        for (i, _) in block.iter().enumerate() {
-            let s = scale(first + i);
-            if s == 0.0 {
-                continue;
-            }
-            for (e, x) in bound.iter_mut().enumerate() {
-                *x += half_step * v[(first + i) * d + e].abs() / s;
+        // `|n_k,e| = |v_k,e| / s_k` (a zero row adds nothing).
+        for (row, &s) in rows.iter().zip(scales).filter(|(_, s)| **s > 0.0) {
+            for (x, value) in bound.iter_mut().zip(row.iter()) {
+                *x += half_step * value.abs() / s;
             }
         }
     }

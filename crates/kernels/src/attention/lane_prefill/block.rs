@@ -172,8 +172,8 @@ struct Lanes<S: Simd> {
     /// `[2][slot]`: a tile's odd last value row in f32 beside a zero row (the pair it ends with).
     last_values: Vec<f32>,
     /// `P V` on pairs: `[key pair][BLOCK_ROWS]` weights as pairs of two keys (bf16, or i16 for
-    /// int8 values); the values' pairs come from `value_pairs`, but for a tile's last odd key
-    /// (`[slot]`, with a zero key).
+    /// int8 values); the values' pairs come from the decoded tile (int8) or `value_pairs`
+    /// (bf16), but for a bf16 tile's last odd key (`last_pair`, `[slot]`, with a zero key).
     p_words: Vec<u32>,
     last_pair: Vec<u32>,
     values: ValuesKey,
@@ -387,12 +387,15 @@ impl<S: Simd> Lanes<S> {
             KvDtype::Int8 if dots.int8_pairs => ValueDots::Int16Pairs,
             _ => ValueDots::Generic,
         };
-        let pair_words = |n: usize| {
-            if value_dots == ValueDots::Generic {
-                0
-            } else {
-                n
-            }
+        let weight_pairs = if value_dots == ValueDots::Generic {
+            0
+        } else {
+            KEY_TILE / 2
+        };
+        let last_pair = if value_dots == ValueDots::Bf16 {
+            slots
+        } else {
+            0
         };
         let query_words = if int8_pair_scores {
             2 * rw * BLOCK_ROWS
@@ -422,15 +425,8 @@ impl<S: Simd> Lanes<S> {
             weight_step: vec![zero; rv],
             steps_per_weight: vec![zero; rv],
             last_values: vec![0.0; 2 * slots],
-            p_words: vec![0; pair_words(KEY_TILE / 2 * BLOCK_ROWS)],
-            last_pair: vec![
-                0;
-                if value_dots == ValueDots::Bf16 {
-                    slots
-                } else {
-                    0
-                }
-            ],
+            p_words: vec![0; weight_pairs * BLOCK_ROWS],
+            last_pair: vec![0; last_pair],
             values,
         }
     }
@@ -703,7 +699,7 @@ impl<S: Simd> Lanes<S> {
                 col_stride: 2 * rw,
             };
             let st: &mut [f32] = bytemuck::cast_slice_mut(&mut self.st[..ntok * self.rv]);
-            // SAFETY: `dots` comes from a kernel table, which proved the CPU has AVX2.
+            // SAFETY: `dots` comes from a kernel table, which proved the CPU has AVX2 and FMA.
             unsafe { super::dots_avx2::dot_int8_pairs(&self.q_words, keys, st, ntok, 2 * rw) };
             return ScoresKernel::Unscaled;
         }
@@ -759,7 +755,7 @@ impl<S: Simd> Lanes<S> {
         }
         #[cfg(target_arch = "x86_64")]
         if self.value_dots == ValueDots::Bf16 {
-            self.pack_weights(depth);
+            self.pack_probabilities(depth);
             self.accumulate_pairs(kv, k0, ntok);
             return;
         }
@@ -840,7 +836,7 @@ impl<S: Simd> Lanes<S> {
         let ot: &mut [f32] = bytemuck::cast_slice_mut(&mut self.ot);
         let weights = &self.p_words;
         // SAFETY: `value_dots` comes from a kernel table, which proved the CPU has the kernel's
-        // features (AVX512-VNNI for `vpdpwssd`, AVX2 for `vpmaddwd`).
+        // features (AVX512-VNNI for `vpdpwssd`, AVX2 and FMA for `vpmaddwd`).
         unsafe {
             if self.value_dots == ValueDots::Int16 {
                 super::dots_avx512::dot_int16_scaled(weights, values, step, ot, slots, pairs);
@@ -917,7 +913,7 @@ impl<S: Simd> Lanes<S> {
     /// `vdpbf16ps` P V: the tile's first `depth` (even) probabilities, bf16 already, as pairs of
     /// keys `(2i, 2i + 1)`, the even key in the low half.
     #[cfg(target_arch = "x86_64")]
-    fn pack_weights(&mut self, depth: usize) {
+    fn pack_probabilities(&mut self, depth: usize) {
         let st: &[f32] = bytemuck::cast_slice(&self.st[..depth * self.rv]);
         for (pair, keys) in self
             .p_words

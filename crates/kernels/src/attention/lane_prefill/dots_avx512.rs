@@ -37,6 +37,46 @@ impl Words<'_> {
     }
 }
 
+/// The bounds of a kernel's operands: `a` holds `depth` rows of 32 words, `c` `cols` columns of
+/// 32 values, `b` words `(depth - 1, cols - 1)`. False where there is nothing to do.
+///
+/// Panics if a slice is too short.
+pub(super) fn operands_fit(a: &[u32], b: Words<'_>, c: &[f32], cols: usize, depth: usize) -> bool {
+    if cols == 0 || depth == 0 {
+        return false;
+    }
+    assert!(a.len() >= depth * 32 && c.len() >= cols * 32);
+    b.check(cols, depth);
+    true
+}
+
+/// The inner loop of a register tile (inside a tile function, whose const `NC` it reads): for
+/// each `k < $depth`, the two registers of rows of `a` and each column's broadcast word
+/// `b(k, $col + n)`, `$acc[n][half] = $step` with `$x` the accumulator, `$rows` the row register
+/// and `$word` the broadcast (`__m512i` each).
+macro_rules! over_depth {
+    (
+        $acc:ident, $a:expr, $b:expr, $col:expr, $depth:expr,
+        |$x:ident, $rows:ident, $word:ident| $step:expr
+    ) => {{
+        let b_first = $b.words.as_ptr().add($col * $b.col_stride);
+        for k in 0..$depth {
+            let rows = [
+                _mm512_loadu_si512($a.as_ptr().add(k * 32).cast()),
+                _mm512_loadu_si512($a.as_ptr().add(k * 32 + 16).cast()),
+            ];
+            for n in 0..NC {
+                let $word =
+                    _mm512_set1_epi32(*b_first.add(k * $b.k_stride + n * $b.col_stride) as i32);
+                for half in 0..2 {
+                    let ($x, $rows) = ($acc[n][half], rows[half]);
+                    $acc[n][half] = $step;
+                }
+            }
+        }
+    }};
+}
+
 /// `$tile::<$wide>(args.., col, depth)` on each whole register tile of `$wide` columns below
 /// `$cols`, then `$tile::<1>` on each column left; the caller has checked the slices' bounds
 /// for every column below `$cols` (the tiles' safety contract).
@@ -63,12 +103,9 @@ pub(super) use over_column_tiles;
 /// Panics if a slice is too short for `depth` and `cols`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
 pub(super) fn dot_bf16(a: &[u32], b: Words<'_>, c: &mut [f32], cols: usize, depth: usize) {
-    if cols == 0 || depth == 0 {
-        return;
+    if operands_fit(a, b, c, cols, depth) {
+        over_column_tiles!(cols, COLS, tile_bf16(a, b, c; depth));
     }
-    assert!(a.len() >= depth * 32 && c.len() >= cols * 32);
-    b.check(cols, depth);
-    over_column_tiles!(cols, COLS, tile_bf16(a, b, c; depth));
 }
 
 /// # Safety
@@ -91,17 +128,9 @@ unsafe fn tile_bf16<const NC: usize>(
             acc[n][0] = _mm512_loadu_ps(c_ptr.add(n * 32));
             acc[n][1] = _mm512_loadu_ps(c_ptr.add(n * 32 + 16));
         }
-        let b_first = b.words.as_ptr().add(col * b.col_stride);
-        for k in 0..depth {
-            let a0 = as_bh(_mm512_loadu_si512(a.as_ptr().add(k * 32).cast()));
-            let a1 = as_bh(_mm512_loadu_si512(a.as_ptr().add(k * 32 + 16).cast()));
-            for n in 0..NC {
-                let word = *b_first.add(k * b.k_stride + n * b.col_stride);
-                let broadcast = as_bh(_mm512_set1_epi32(word as i32));
-                acc[n][0] = _mm512_dpbf16_ps(acc[n][0], a0, broadcast);
-                acc[n][1] = _mm512_dpbf16_ps(acc[n][1], a1, broadcast);
-            }
-        }
+        over_depth!(acc, a, b, col, depth, |x, rows, word| {
+            _mm512_dpbf16_ps(x, as_bh(rows), as_bh(word))
+        });
         for n in 0..NC {
             _mm512_storeu_ps(c_ptr.add(n * 32), acc[n][0]);
             _mm512_storeu_ps(c_ptr.add(n * 32 + 16), acc[n][1]);
@@ -126,12 +155,10 @@ pub(super) fn dot_int8(
     cols: usize,
     depth: usize,
 ) {
-    if cols == 0 || depth == 0 {
-        return;
+    if operands_fit(a, b, c, cols, depth) {
+        assert!(scales.1.len() >= cols);
+        over_column_tiles!(cols, COLS, tile_int8(a, a_sums, scales, b, c; depth));
     }
-    assert!(a.len() >= depth * 32 && c.len() >= cols * 32 && scales.1.len() >= cols);
-    b.check(cols, depth);
-    over_column_tiles!(cols, COLS, tile_int8(a, a_sums, scales, b, c; depth));
 }
 
 /// # Safety
@@ -149,22 +176,16 @@ unsafe fn tile_int8<const NC: usize>(
 ) {
     // SAFETY: every pointer below stays inside the slices by the caller's contract.
     unsafe {
-        let mut acc = [[_mm512_setzero_si512(); 2]; NC];
-        let b_first = b.words.as_ptr().add(col * b.col_stride);
-        for k in 0..depth {
-            let a0 = _mm512_loadu_si512(a.as_ptr().add(k * 32).cast());
-            let a1 = _mm512_loadu_si512(a.as_ptr().add(k * 32 + 16).cast());
-            for n in 0..NC {
-                let word = *b_first.add(k * b.k_stride + n * b.col_stride);
-                let broadcast = _mm512_set1_epi32(word as i32);
-                acc[n][0] = _mm512_dpbusd_epi32(acc[n][0], broadcast, a0);
-                acc[n][1] = _mm512_dpbusd_epi32(acc[n][1], broadcast, a1);
-            }
-        }
-        let bias = [
-            _mm512_slli_epi32::<7>(_mm512_loadu_si512(a_sums.as_ptr().cast())),
-            _mm512_slli_epi32::<7>(_mm512_loadu_si512(a_sums.as_ptr().add(16).cast())),
-        ];
+        // The sums start at minus the bias (128 times each row's sum), not subtracted at the end.
+        let minus_bias = |half: usize| {
+            let sums = _mm512_loadu_si512(a_sums.as_ptr().add(16 * half).cast());
+            _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32::<7>(sums))
+        };
+        let mut acc = [[minus_bias(0), minus_bias(1)]; NC];
+        // The cache's biased bytes are the unsigned operand.
+        over_depth!(acc, a, b, col, depth, |x, rows, word| {
+            _mm512_dpbusd_epi32(x, word, rows)
+        });
         let a_scales = [
             _mm512_loadu_ps(a_scales.as_ptr()),
             _mm512_loadu_ps(a_scales.as_ptr().add(16)),
@@ -173,7 +194,7 @@ unsafe fn tile_int8<const NC: usize>(
         for n in 0..NC {
             let b_scale = _mm512_set1_ps(*b_scales.get_unchecked(col + n));
             for half in 0..2 {
-                let exact = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[n][half], bias[half]));
+                let exact = _mm512_cvtepi32_ps(acc[n][half]);
                 let scale = _mm512_mul_ps(a_scales[half], b_scale);
                 _mm512_storeu_ps(c_ptr.add(n * 32 + half * 16), _mm512_mul_ps(exact, scale));
             }
@@ -196,12 +217,9 @@ pub(super) fn dot_int16_scaled(
     cols: usize,
     depth: usize,
 ) {
-    if cols == 0 || depth == 0 {
-        return;
+    if operands_fit(a, b, c, cols, depth) {
+        over_column_tiles!(cols, COLS, tile_int16_scaled(a, b, step, c; depth));
     }
-    assert!(a.len() >= depth * 32 && c.len() >= cols * 32);
-    b.check(cols, depth);
-    over_column_tiles!(cols, COLS, tile_int16_scaled(a, b, step, c; depth));
 }
 
 /// # Safety
@@ -219,17 +237,9 @@ unsafe fn tile_int16_scaled<const NC: usize>(
     // SAFETY: every pointer below stays inside the slices by the caller's contract.
     unsafe {
         let mut acc = [[_mm512_setzero_si512(); 2]; NC];
-        let b_first = b.words.as_ptr().add(col * b.col_stride);
-        for k in 0..depth {
-            let a0 = _mm512_loadu_si512(a.as_ptr().add(k * 32).cast());
-            let a1 = _mm512_loadu_si512(a.as_ptr().add(k * 32 + 16).cast());
-            for n in 0..NC {
-                let word = *b_first.add(k * b.k_stride + n * b.col_stride);
-                let broadcast = _mm512_set1_epi32(word as i32);
-                acc[n][0] = vpdpwssd(acc[n][0], a0, broadcast);
-                acc[n][1] = vpdpwssd(acc[n][1], a1, broadcast);
-            }
-        }
+        over_depth!(acc, a, b, col, depth, |x, rows, word| {
+            vpdpwssd(x, rows, word)
+        });
         let step = [
             _mm512_loadu_ps(step.as_ptr()),
             _mm512_loadu_ps(step.as_ptr().add(16)),

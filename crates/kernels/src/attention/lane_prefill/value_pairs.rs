@@ -1,7 +1,8 @@
 //! The values of one bf16 KV head as `vdpbf16ps` takes them in `P V`: bf16 pairs of two keys,
-//! packed once per thread and KV head in a prefill call and shared by the thread's blocks of that head
-//! (each block of 32 query rows used to pack every tile of the head again: at depth 32768 that
-//! was an eighth of the attention's time).
+//! packed once per thread and KV head in a prefill call and shared by the thread's blocks of that
+//! head (each block of 32 query rows used to pack every tile of the head again: at depth 32768
+//! that was an eighth of the attention's time). An int8 cache's values are packed per tile
+//! instead (`block`'s decoded tile), from their stored bytes.
 //!
 //! Pair `i` holds keys `2i` and `2i + 1` (the even key in the low half), `slots` words in the
 //! block's slot order: `[pair][slot]`. Only whole pairs of stored keys are cached; a block whose
