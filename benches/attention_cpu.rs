@@ -7,7 +7,8 @@
 //!   cached keys: GFLOP per CPU-second (4 * head_dim FLOP per query-key pair), its ratio to the
 //!   f32 FMA peak and to the peak of the instructions prefill runs on for that cache
 //!   (`matrix_peak::attention_prefill_peak`: `vdpbf16ps` for bf16 where the CPU has it, an
-//!   int8 cache's scores on `vpdpbusd` or `vpmaddwd`; half the FLOP on each product);
+//!   int8 cache's scores on `vpdpbusd` and its `P V` on `vpdpwssd`, or both on `vpmaddwd`; half
+//!   the FLOP on each product);
 //! - decode of one query after the same offset: GB of K/V read per CPU-second.
 //!
 //! `cargo bench -p gattn-benches --bench attention_cpu`; `GATTN_BENCH_ATTN_DTYPES=bf16,int8,f32`

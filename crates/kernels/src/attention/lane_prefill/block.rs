@@ -18,11 +18,7 @@
 //! its even one; two keys' pairs for `P V`), so that the AVX512-BF16 kernels (`dots_avx512`),
 //! which multiply the stored words as they are, give the bits of every other level. An int8
 //! cache: the scores are exact integer dot products (`vpdpbusd`, or f32 sums below 2^24), and so
-//! is `P V`: each row's weights of a tile (the probabilities times V's scales) become integers of
-//! 15 bits, one step a row and tile ([`WEIGHT_STEPS`] steps to its largest weight), multiplied
-//! with V's integers in i32 (`vpdpwssd`, `vpmaddwd`, or a plain integer loop) and added to the
-//! f32 accumulators times the step. The step's rounding moves each weight by at most half a
-//! step: docs/performance.md, "Error bound".
+//! is `P V` (`integer_values`: the weights as integers of 15 bits, one step a row and tile).
 
 #![allow(clippy::needless_range_loop)] // one register of each per-row array at a time reads clearest
 
@@ -37,16 +33,13 @@ use crate::attention::microkernel::{Bf16Words, F32Words, Int8Words, WordFormat, 
 use crate::attention::tile::QueryRow;
 use crate::simd_math::{exp_nonpositive, round_bf16, round_bf16_scalar};
 
+mod integer_values;
+
 /// Query rows per block (32 = 4 AVX2 or 2 AVX-512 registers: every lane count divides it).
 pub(super) const BLOCK_ROWS: usize = 32;
 /// Keys per tile: the tile's decoded K and V (32 KiB each at head_dim 128) stay in L2, and the
 /// queries (16 KiB) and the tile's scores (8 KiB) in L1 while the microkernel reads them.
 const KEY_TILE: usize = 64;
-/// Steps from zero to a row's largest weight of a tile in an int8 cache's integer `P V`: the
-/// most an i16 holds, so that the weights are `vpdpwssd`'s operands as they are.
-const WEIGHT_STEPS: f32 = 32767.0;
-/// 1.5 * 2^23: see [`Lanes::in_steps`].
-const ROUNDING_BIAS: f32 = 12_582_912.0;
 /// Blocks that go over the keys together (each tile read from memory and decoded once for all
 /// of them): over a 32768-key head, the two products of one block at a time waited on memory (a
 /// scratch program of the same loops: 0.53 of the `vdpbf16ps` peak; four at a time, 0.73), and
@@ -166,7 +159,7 @@ struct Lanes<S: Simd> {
     /// `[slot][rv]`: `sum_t p[t] v[t]`.
     ot: Vec<S::f32s>,
     /// `[rv]`: an int8 cache's weight step of the current tile, a row (its largest weight /
-    /// [`WEIGHT_STEPS`]), and steps per unit of weight.
+    /// [`integer_values::WEIGHT_STEPS`]), and steps per unit of weight.
     weight_step: Vec<S::f32s>,
     steps_per_weight: Vec<S::f32s>,
     /// `[2][slot]`: a tile's odd last value row in f32 beside a zero row (the pair it ends with).
@@ -654,31 +647,6 @@ impl<S: Simd> Lanes<S> {
         }
     }
 
-    /// An int8 cache's steps of the tile's weights, a row: `weight_step` (the row's `largest`
-    /// weight over [`WEIGHT_STEPS`]) and its inverse `steps_per_weight` (zero where the row
-    /// weighs nothing).
-    #[inline(always)]
-    fn set_weight_steps(&mut self, simd: S, largest: &[S::f32s]) {
-        let (zero, steps) = (simd.splat_f32s(0.0), simd.splat_f32s(WEIGHT_STEPS));
-        for (v, &largest) in largest.iter().enumerate() {
-            let nothing = simd.equal_f32s(largest, zero);
-            let inverse = simd.select_f32s(nothing, zero, simd.div_f32s(steps, largest));
-            self.steps_per_weight[v] = inverse;
-            self.weight_step[v] = simd.div_f32s(largest, steps);
-        }
-    }
-
-    /// An int8 cache's weight `x` in steps, rounded to an integer: adding 1.5 * 2^23 to a value
-    /// below 2^22 leaves the integer nearest to it (ties to even) in the sum's low mantissa bits,
-    /// the same at every width. Returns that sum; minus 1.5 * 2^23 it is the integer.
-    #[inline(always)]
-    fn in_steps(simd: S, x: S::f32s, steps_per_weight: S::f32s) -> S::f32s {
-        simd.add_f32s(
-            simd.mul_f32s(x, steps_per_weight),
-            simd.splat_f32s(ROUNDING_BIAS),
-        )
-    }
-
     /// The scores on a dot-product kernel where the CPU has one for this cache (of the stored
     /// `k_rows`, or of `decoded`'s pairs; `vpdpbusd` scales them by the int8 `k_scales` too),
     /// written over the tile's `st`; which kernel ran.
@@ -768,15 +736,7 @@ impl<S: Simd> Lanes<S> {
                 let v = values(&decoded.v);
                 product::<S, { Order::SEQUENTIAL }>(simd, st, v, &mut self.ot, slots, ntok);
             }
-            KvDtype::Int8 => {
-                let bias = simd.splat_f32s(ROUNDING_BIAS);
-                for w in self.st[..ntok * rv].chunks_exact_mut(rv) {
-                    for (x, &inverse) in w.iter_mut().zip(&self.steps_per_weight) {
-                        *x = simd.sub_f32s(Self::in_steps(simd, *x, inverse), bias);
-                    }
-                }
-                self.accumulate_integers(&decoded.v, ntok);
-            }
+            KvDtype::Int8 => self.accumulate_integers(simd, &decoded.v, ntok),
             KvDtype::Bf16 => {
                 // The whole pairs from the shared tile, then an odd last key beside a zero key
                 // (the shared tile's next row may be a key this block does not see): two calls
@@ -791,57 +751,6 @@ impl<S: Simd> Lanes<S> {
                     let (st, v) = (&self.st[whole * rv..depth * rv], values(&self.last_values));
                     product::<S, { Order::ADJACENT_PAIRS }>(simd, st, v, &mut self.ot, slots, 2);
                 }
-            }
-        }
-    }
-
-    /// An int8 cache's `P V` without a pair kernel: `ot += step * sum_t w[t] v_t` over the
-    /// tile's integer weights `w` and V's integers (`values`, decoded to f32), the sums in i32,
-    /// exact in any order, so these are the pair kernels' bits.
-    fn accumulate_integers(&mut self, values: &[f32], ntok: usize) {
-        let slots = self.slots;
-        let weights: &[f32] = bytemuck::cast_slice(&self.st[..ntok * self.rv]);
-        let steps: &[f32] = bytemuck::cast_slice(&self.weight_step);
-        let ot: &mut [f32] = bytemuck::cast_slice_mut(&mut self.ot);
-        let mut sums = [0i32; BLOCK_ROWS];
-        for (slot, out) in ot.chunks_exact_mut(BLOCK_ROWS).enumerate() {
-            sums.fill(0);
-            for (t, w) in weights.chunks_exact(BLOCK_ROWS).enumerate() {
-                let value = values[t * slots + slot] as i32;
-                for (sum, &w) in sums.iter_mut().zip(w) {
-                    *sum += w as i32 * value;
-                }
-            }
-            for ((o, &sum), &step) in out.iter_mut().zip(&sums).zip(steps) {
-                *o = step.mul_add(sum as f32, *o);
-            }
-        }
-    }
-
-    /// `P V` of an int8 cache on an integer pair kernel (`p_words` packed): the tile's `pairs`
-    /// pairs of keys from `decoded` (an odd last key beside a zero key, or beside the tile's next
-    /// key, which this block does not see: its weight is zero, so is the product).
-    #[cfg(target_arch = "x86_64")]
-    #[inline(always)]
-    fn accumulate_int16_pairs(&mut self, decoded: &DecodedTile, pairs: usize) {
-        let slots = self.slots;
-        let values = super::dots_avx512::Words {
-            words: &decoded.v_pairs,
-            k_stride: slots,
-            col_stride: 1,
-        };
-        let step: &[f32; BLOCK_ROWS] = bytemuck::cast_slice(&self.weight_step)
-            .try_into()
-            .expect("BLOCK_ROWS lanes");
-        let ot: &mut [f32] = bytemuck::cast_slice_mut(&mut self.ot);
-        let weights = &self.p_words;
-        // SAFETY: `value_dots` comes from a kernel table, which proved the CPU has the kernel's
-        // features (AVX512-VNNI for `vpdpwssd`, AVX2 and FMA for `vpmaddwd`).
-        unsafe {
-            if self.value_dots == ValueDots::Int16 {
-                super::dots_avx512::dot_int16_scaled(weights, values, step, ot, slots, pairs);
-            } else {
-                super::dots_avx2::dot_int16_scaled(weights, values, step, ot, slots, pairs);
             }
         }
     }
@@ -883,29 +792,6 @@ impl<S: Simd> Lanes<S> {
                 };
                 let p_last = &self.p_words[whole_pairs * BLOCK_ROWS..];
                 dot_bf16(p_last, values, ot, slots, 1);
-            }
-        }
-    }
-
-    /// `P V` on integer pairs: the tile's first `depth` (even) weights of int8 values in steps
-    /// ([`Lanes::in_steps`], the generic path's integers), as i16 pairs of keys `(2i, 2i + 1)`,
-    /// the even key in the low half.
-    #[cfg(target_arch = "x86_64")]
-    #[inline(always)]
-    fn pack_integer_weights(&mut self, simd: S, depth: usize) {
-        let (rv, low, sixteen) = (self.rv, simd.splat_u32s(0xffff), simd.splat_u32s(16));
-        let (pairs, _) = S::as_mut_simd_u32s(&mut self.p_words[..depth / 2 * BLOCK_ROWS]);
-        for (i, pair) in pairs.chunks_exact_mut(rv).enumerate() {
-            for v in 0..rv {
-                let inverse = self.steps_per_weight[v];
-                let even = Self::in_steps(simd, self.st[2 * i * rv + v], inverse);
-                let odd = Self::in_steps(simd, self.st[(2 * i + 1) * rv + v], inverse);
-                let (even, odd) = (
-                    simd.transmute_u32s_f32s(even),
-                    simd.transmute_u32s_f32s(odd),
-                );
-                let high = simd.wrapping_dyn_shl_u32s(odd, sixteen);
-                pair[v] = simd.or_u32s(simd.and_u32s(even, low), high);
             }
         }
     }

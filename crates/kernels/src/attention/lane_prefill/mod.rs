@@ -2,8 +2,9 @@
 //! flash attention with the query rows in the SIMD lanes. A block of 32 rows (query positions
 //! times the query heads of one KV head: GQA shares every K/V tile) multiplies each K and V tile
 //! as two small matrix products on register tiles (`product`; the dot-product instructions of
-//! `dots_avx512` and `dots_avx2` where the CPU has them, same bits), with the online softmax of all its rows
-//! on whole registers between them (`block`); the gate is fused in the shared epilogue.
+//! `dots_avx512` and `dots_avx2` where the CPU has them, same bits), with the online softmax of
+//! all its rows on whole registers between them (`block`); the gate is fused in the shared
+//! epilogue.
 //!
 //! Why the rows in the lanes: the dot products then need no horizontal sums, each lane sums in
 //! one order whatever the width (so every level gives the same bits), and each stored K/V row is
