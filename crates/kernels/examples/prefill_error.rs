@@ -12,9 +12,9 @@ use gattn_kernels::KernelTable;
 use gattn_kernels::attention::{
     AttentionCall, AttentionShape, KvDtype, prefill_on, queries_as_used,
 };
-use gattn_kernels::reference::{GateScores, causal_attention};
+use gattn_kernels::reference::GateScores;
 use half::bf16;
-use support::{layer_from, random_kv, random_vec, rng};
+use support::{layer_from, random_kv, random_vec, reference, rng};
 
 const SHAPE: AttentionShape = AttentionShape {
     num_heads: 4,
@@ -52,13 +52,17 @@ fn main() {
         let stored_v: Vec<Vec<f32>> = (0..SHAPE.num_kv_heads)
             .map(|j| layer.dequantized_v(j))
             .collect();
-        let k_heads: Vec<&[f32]> = stored_k.iter().map(|h| &h[..]).collect();
-        let v_heads: Vec<&[f32]> = stored_v.iter().map(|h| &h[..]).collect();
         let q_start = keys - n;
-        let mut want = vec![0.0; n * SHAPE.num_heads * d];
-        causal_attention(
-            SHAPE, &used, q_start, n, &k_heads, &v_heads, keys, &mut want, None,
-        );
+        let want = reference(
+            SHAPE,
+            &used,
+            q_start,
+            n,
+            &stored_k,
+            &stored_v,
+            GateScores::None,
+        )
+        .out;
         let mut got = vec![0.0; want.len()];
         let call = AttentionCall {
             shape: SHAPE,

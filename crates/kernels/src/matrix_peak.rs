@@ -412,9 +412,9 @@ mod x86 {
             _mm256_set1_ps(std::hint::black_box(1e-3)),
             _mm256_set1_ps(1e-3),
         );
-        independent_chains!(n, FMA_CHAINS, _mm256_setzero_ps(), |x| _mm256_fmadd_ps(
-            a, b, *x
-        ));
+        independent_chains!(n, FMA_CHAINS, _mm256_setzero_ps(), |x| {
+            _mm256_fmadd_ps(a, b, *x)
+        });
     }
 
     /// The same on zmm (AVX-512 has 32 registers: 12 chains fit with room to spare).
@@ -424,9 +424,9 @@ mod x86 {
             _mm512_set1_ps(std::hint::black_box(1e-3)),
             _mm512_set1_ps(1e-3),
         );
-        independent_chains!(n, FMA_CHAINS, _mm512_setzero_ps(), |x| _mm512_fmadd_ps(
-            a, b, *x
-        ));
+        independent_chains!(n, FMA_CHAINS, _mm512_setzero_ps(), |x| {
+            _mm512_fmadd_ps(a, b, *x)
+        });
     }
 }
 
