@@ -3,7 +3,9 @@
 //! - decode at 1K, 8K, 32K, 128K cached tokens, per KV dtype: GB/s of KV read, and as a ratio to
 //!   the read bandwidth measured in the same run (both on a 2-thread pool);
 //! - the gate's cost: decode at 32K gated (headwise, elementwise) vs baseline;
-//! - prefill of a 512-query chunk at offsets 0, 8K, 32K: GFLOP/s (4 * D flops per query-key pair).
+//! - prefill of a 512-query chunk at offsets 0, 8K, 32K: GFLOP/s (4 * D flops per query-key pair);
+//! - split-K: a 16-query chunk at 32K on one KV head (one work item for 2 threads), its keys split
+//!   as `prefill` chooses against whole, alternated: the median ratio of their times.
 //!
 //! Criterion prints its own estimates; the summary lines (`summary: ...`) use the median of a
 //! short timed loop run right after, so ratios compare numbers taken moments apart on this shared,
@@ -13,6 +15,7 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use gattn_benches::{attention_dtypes, fill, kv_layer, median_seconds};
 use gattn_kernels::attention::{
     AttentionCall, AttentionShape, DecodeScratch, GateScores, KvDtype, KvLayer, decode, prefill,
+    prefill_key_parts, prefill_with_key_parts,
 };
 use gattn_kernels::bandwidth::measure_read_bandwidth_gbps;
 use gattn_kernels::dispatch::simd_level;
@@ -30,7 +33,7 @@ fn layer(dtype: KvDtype, tokens: usize) -> KvLayer {
     kv_layer(dtype, SHAPE, tokens)
 }
 
-/// `GATTN_BENCH_ATTN_ONLY=decode,gate,prefill` runs only those parts (default: all).
+/// `GATTN_BENCH_ATTN_ONLY=decode,gate,prefill,split` runs only those parts (default: all).
 fn wanted(part: &str) -> bool {
     std::env::var("GATTN_BENCH_ATTN_ONLY").map_or(true, |only| only.split(',').any(|p| p == part))
 }
@@ -249,5 +252,59 @@ fn bench_prefill(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_decode, bench_gate_cost, bench_prefill);
+/// Split-K where the (KV head, query block) items are fewer than the threads: a short chunk deep
+/// in the cache of a model with one KV head (GQA 8), as `prefill` splits it by itself against
+/// its keys whole, per KV dtype, alternated (no criterion group: the ratio is the figure).
+fn bench_prefill_split(_c: &mut Criterion) {
+    if !wanted("split") {
+        return;
+    }
+    const ONE_KV_HEAD: AttentionShape = AttentionShape {
+        num_heads: 8,
+        num_kv_heads: 1,
+        head_dim: 128,
+    };
+    let pool = pool();
+    let table = gattn_kernels::KernelTable::current();
+    let (n, offset) = (16, 32768);
+    let row = ONE_KV_HEAD.num_heads * ONE_KV_HEAD.head_dim;
+    let mut q = vec![0.0; n * row];
+    fill(5, &mut q);
+    let parts = prefill_key_parts(ONE_KV_HEAD, n, offset + n, THREADS);
+    for dtype in attention_dtypes() {
+        let kv = kv_layer(dtype, ONE_KV_HEAD, offset + n);
+        let mut out = vec![0.0; n * row];
+        let mut run = |parts: usize| {
+            let call = AttentionCall {
+                shape: ONE_KV_HEAD,
+                queries: &q,
+                q_start: offset,
+                n,
+                kv: &kv,
+                gate: GateScores::None,
+            };
+            pool.install(|| prefill_with_key_parts(table, call, &mut out, None, parts).unwrap());
+            black_box(&out);
+        };
+        let mut ratios = Vec::new();
+        for _ in 0..9 {
+            let whole = median_seconds(3, || run(1));
+            let split = median_seconds(3, || run(parts));
+            ratios.push(whole / split);
+        }
+        ratios.sort_by(f64::total_cmp);
+        eprintln!(
+            "summary: prefill {dtype:?} 16 queries at 32K, one KV head, {THREADS} threads: keys in {parts} parts {:.2}x as fast as whole (median of 9 alternations)",
+            ratios[ratios.len() / 2]
+        );
+    }
+}
+
+criterion_group!(
+    benches,
+    bench_decode,
+    bench_gate_cost,
+    bench_prefill,
+    bench_prefill_split
+);
 criterion_main!(benches);

@@ -5,7 +5,8 @@
 //! on the stored K/V, within a bound derived from the rounding of the weights of `P V`: shapes
 //! with tails (head dims 64 and 128, and 40, 72 and 65 for the vector lanes; lengths not multiples
 //! of the 16-key tiles, the 64-key steps or the key pairs), chunks on top of a cache, GQA groups
-//! 1, 2 and 4, every gate.
+//! 1, 2 and 4, every gate; the keys of each work item whole or split in ranges (split-K, merged
+//! before the epilogue: the same bound, as each range's weights are steps of its own tiles).
 //!
 //! The bound of a bf16 cache: the kernels weigh key `k` by `p_k (1 + d_k)`, `|d_k| <= u = 2^-8`
 //! (bf16 rounding to nearest), and divide by the sum of the weights as rounded, so each
@@ -27,8 +28,8 @@
 mod support;
 
 use gattn_kernels::attention::{
-    AttentionCall, AttentionShape, AttentionStats, KvDtype, prefill_on, prefill_uses_amx_tiles,
-    queries_as_used,
+    AttentionCall, AttentionShape, AttentionStats, KvDtype, prefill_key_parts, prefill_on,
+    prefill_uses_amx_tiles, prefill_with_key_parts, queries_as_used,
 };
 use gattn_kernels::reference::{apply_output_gate, causal_attention};
 use gattn_kernels::{KernelTable, SimdLevel};
@@ -86,6 +87,8 @@ struct Case {
     n: usize,
     q_amplitude: f32,
     seed: u64,
+    /// Key ranges per work item of the vector kernels (1: whole).
+    parts: usize,
 }
 
 fn cases() -> impl Strategy<Value = Case> {
@@ -99,10 +102,13 @@ fn cases() -> impl Strategy<Value = Case> {
         prop_oneof![3 => 1usize..=200, 1 => 200usize..=1500],
         0usize..40,
         any::<u64>(),
-        prop::sample::select(vec![0.5f32, 2.0, 8.0, 30.0]),
+        (
+            prop::sample::select(vec![0.5f32, 2.0, 8.0, 30.0]),
+            1usize..=4,
+        ),
     )
         .prop_flat_map(
-            |((kvh, group), (dtype, d), gate_mode, end, extra, seed, amp)| {
+            |((kvh, group), (dtype, d), gate_mode, end, extra, seed, (amp, parts))| {
                 let max_n = if end > 200 { 24 } else { 80 }.min(end);
                 (1..=max_n).prop_map(move |n| Case {
                     dtype,
@@ -115,6 +121,7 @@ fn cases() -> impl Strategy<Value = Case> {
                     n,
                     q_amplitude: amp,
                     seed,
+                    parts,
                 })
             },
         )
@@ -179,7 +186,7 @@ fn check(case: &Case, table: &KernelTable) -> Result<(), TestCaseError> {
 
     let mut out = vec![f32::NAN; want.len()];
     let mut stats = AttentionStats::default();
-    prefill_on(
+    prefill_with_key_parts(
         table,
         AttentionCall {
             shape,
@@ -191,6 +198,7 @@ fn check(case: &Case, table: &KernelTable) -> Result<(), TestCaseError> {
         },
         &mut out,
         Some(&mut stats),
+        case.parts,
     )
     .unwrap();
 
@@ -242,7 +250,7 @@ fn check(case: &Case, table: &KernelTable) -> Result<(), TestCaseError> {
 
     // Without statistics the output is the same.
     let mut plain = vec![f32::NAN; want.len()];
-    prefill_on(
+    prefill_with_key_parts(
         table,
         AttentionCall {
             shape,
@@ -254,6 +262,7 @@ fn check(case: &Case, table: &KernelTable) -> Result<(), TestCaseError> {
         },
         &mut plain,
         None,
+        case.parts,
     )
     .unwrap();
     prop_assert_eq!(plain, out);
@@ -292,9 +301,19 @@ fn rounded_prefill_long_chunk_on_a_cache() {
             n: 333,
             q_amplitude: 4.0,
             seed: 7 + group as u64,
+            parts: 1,
         };
         for table in tables_under_test() {
-            check(&case, table).unwrap();
+            for parts in [1, 2, 5] {
+                check(
+                    &Case {
+                        parts,
+                        ..case.clone()
+                    },
+                    table,
+                )
+                .unwrap();
+            }
         }
     }
 }
@@ -313,4 +332,82 @@ fn amx_prefill_takes_only_bf16_in_whole_chunks() {
     assert!(!prefill_uses_amx_tiles(amx, KvDtype::F32, 128));
     let plain = KernelTable::get(SimdLevel::Avx512, false).expect("AMX implies AVX-512");
     assert!(!prefill_uses_amx_tiles(plain, KvDtype::Bf16, 128));
+}
+
+/// The split a prefill call takes by itself: whole items where they give each thread two, key
+/// ranges of at least 2048 keys for a short chunk deep in the cache on few KV heads; and
+/// `prefill_on` runs that split (the bits of the explicit call), within the bound.
+#[test]
+fn prefill_splits_keys_where_items_are_too_few() {
+    let qwen3_1_7b = AttentionShape {
+        num_heads: 16,
+        num_kv_heads: 8,
+        head_dim: 128,
+    };
+    assert_eq!(prefill_key_parts(qwen3_1_7b, 512, 32768 + 512, 2), 1);
+    assert_eq!(prefill_key_parts(qwen3_1_7b, 16, 32768, 8), 2);
+    let one_kv_head = AttentionShape {
+        num_heads: 8,
+        num_kv_heads: 1,
+        head_dim: 64,
+    };
+    assert_eq!(prefill_key_parts(one_kv_head, 16, 32768, 2), 4);
+    assert_eq!(
+        prefill_key_parts(one_kv_head, 16, 5000, 2),
+        2,
+        "no part under 2048 keys"
+    );
+    assert_eq!(prefill_key_parts(one_kv_head, 16, 1000, 8), 1);
+    assert_eq!(
+        prefill_key_parts(one_kv_head, 16, 5000, 1),
+        2,
+        "one thread, two items"
+    );
+
+    let (n, kv_len) = (16, 5000);
+    let case = Case {
+        dtype: KvDtype::Int8,
+        num_kv_heads: 1,
+        group: 8,
+        head_dim: 64,
+        gate_mode: 1,
+        kv_len,
+        q_start: kv_len - n,
+        n,
+        q_amplitude: 8.0,
+        seed: 11,
+        parts: 2,
+    };
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap();
+    for dtype in [KvDtype::Int8, KvDtype::Bf16] {
+        let case = Case {
+            dtype,
+            ..case.clone()
+        };
+        let mut rng = rng(case.seed);
+        let shape = one_kv_head;
+        let (k, v) = random_kv(&mut rng, shape, kv_len);
+        let q = random_vec(&mut rng, n * shape.num_heads * shape.head_dim, 8.0);
+        let layer = layer_from(dtype, shape, &k, &v);
+        for table in tables_under_test() {
+            check(&case, table).unwrap();
+            let call = AttentionCall {
+                shape,
+                queries: &q,
+                q_start: case.q_start,
+                n,
+                kv: &layer,
+                gate: gate_of(0, &[]),
+            };
+            let (mut by_itself, mut split) = (vec![0.0; q.len()], vec![0.0; q.len()]);
+            pool.install(|| prefill_on(table, call, &mut by_itself, None))
+                .unwrap();
+            prefill_with_key_parts(table, call, &mut split, None, 2).unwrap();
+            let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&by_itself), bits(&split), "{}", table.name());
+        }
+    }
 }

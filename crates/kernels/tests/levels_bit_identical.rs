@@ -10,8 +10,8 @@ mod support;
 
 use gattn_kernels::activations::silu_mul_in_place;
 use gattn_kernels::attention::{
-    AttentionCall, AttentionShape, DecodeScratch, KvDtype, KvLayer, decode_with_parts, prefill_on,
-    prefill_uses_amx_tiles,
+    AttentionCall, AttentionShape, DecodeScratch, KvDtype, KvLayer, decode_with_parts,
+    prefill_uses_amx_tiles, prefill_with_key_parts,
 };
 use gattn_kernels::norm::rms_norm_in_place;
 use gattn_kernels::{KernelTable, SimdLevel};
@@ -69,8 +69,9 @@ proptest! {
         }
     }
 
-    /// Decode (one and several parts) and prefill (a chunk at an offset) over a cache of every
-    /// dtype, head dims of the real models and with a tail, GQA groups 1 to 8.
+    /// Decode (one and several parts) and prefill (a chunk at an offset; its keys whole and
+    /// split in ranges) over a cache of every dtype, head dims of the real models and with a
+    /// tail, GQA groups 1 to 8.
     #[test]
     fn attention_is_bit_identical_at_every_level(
         (kv_heads, group) in (1usize..=2, prop::sample::select(vec![1usize, 2, 4, 8])),
@@ -99,19 +100,20 @@ proptest! {
             decode_with_parts(level, call, &mut out, None, &mut DecodeScratch::default(), parts).unwrap();
             bits(&out)
         };
-        let prefill = |table: &KernelTable, layer: &KvLayer| {
+        let prefill = |table: &KernelTable, layer: &KvLayer, parts: usize| {
             let mut out = vec![f32::NAN; q.len()];
             let call = AttentionCall { shape, queries: &q, q_start: kv_len - n, n, kv: layer, gate };
-            prefill_on(table, call, &mut out, None).unwrap();
+            prefill_with_key_parts(table, call, &mut out, None, parts).unwrap();
             bits(&out)
         };
         let (decode_one, decode_three) = (decode(SimdLevel::Scalar, 1), decode(SimdLevel::Scalar, 3));
-        let prefill_scalar = prefill(scalar_table(), &layer);
+        let (prefill_one, prefill_three) = (prefill(scalar_table(), &layer, 1), prefill(scalar_table(), &layer, 3));
         for table in tables_under_test() {
             prop_assert_eq!(&decode(table.level(), 1), &decode_one, "decode: {} differs", table);
             prop_assert_eq!(&decode(table.level(), 3), &decode_three, "decode in parts: {} differs", table);
             if !prefill_uses_amx_tiles(table, dtype, head_dim) {
-                prop_assert_eq!(&prefill(table, &layer), &prefill_scalar, "prefill: {} differs", table);
+                prop_assert_eq!(&prefill(table, &layer, 1), &prefill_one, "prefill: {} differs", table);
+                prop_assert_eq!(&prefill(table, &layer, 3), &prefill_three, "prefill in parts: {} differs", table);
             }
         }
     }

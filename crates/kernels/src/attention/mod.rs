@@ -36,7 +36,7 @@ pub(crate) use int8_queries::Int8ScoresFn;
 pub use int8_queries::queries_as_used;
 pub use kv::{KvDtype, KvError, KvHeadView, KvLayer};
 pub(crate) use lane_prefill::LaneDots;
-pub use prefill::{prefill, prefill_on};
+pub use prefill::{prefill, prefill_key_parts, prefill_on, prefill_with_key_parts};
 pub use stats::AttentionStats;
 
 use crate::SimdLevel;

@@ -25,12 +25,36 @@ pub fn prefill(
 }
 
 /// [`prefill`] with the kernels of `table` (on AMX tiles where it has them and the cache allows:
-/// see [`super::prefill_uses_amx_tiles`]); the proptests run every table.
+/// see [`super::prefill_uses_amx_tiles`]); the proptests run every table. On the vector units,
+/// each work item's keys are split into [`prefill_key_parts`] ranges for the current rayon
+/// pool, so the sums' order (not the bound they keep) depends on the threads where it splits.
 pub fn prefill_on(
     table: &KernelTable,
     call: AttentionCall<'_>,
     out: &mut [f32],
     stats: Option<&mut AttentionStats>,
+) -> Result<(), AttentionError> {
+    let keys = call.q_start + call.n;
+    let parts = prefill_key_parts(call.shape, call.n, keys, rayon::current_num_threads());
+    prefill_with_key_parts(table, call, out, stats, parts)
+}
+
+/// How many key ranges the vector prefill splits each work item of a chunk of `n` queries over
+/// `keys` keys into on `threads` threads (split-K): 1 where its (KV head, query block) items
+/// already give each thread two, more for a short chunk deep in a long context on a model with
+/// few KV heads, no part under 2048 keys.
+pub fn prefill_key_parts(shape: AttentionShape, n: usize, keys: usize, threads: usize) -> usize {
+    super::lane_prefill::key_parts(shape, n, keys, threads)
+}
+
+/// [`prefill_on`] with an explicit number of key ranges per work item on the vector units (>= 1;
+/// the AMX tiles do not split).
+pub fn prefill_with_key_parts(
+    table: &KernelTable,
+    call: AttentionCall<'_>,
+    out: &mut [f32],
+    stats: Option<&mut AttentionStats>,
+    parts: usize,
 ) -> Result<(), AttentionError> {
     let level = table.level();
     check_call(level, &call, out)?;
@@ -38,7 +62,7 @@ pub fn prefill_on(
     if super::amx_prefill::prefill_uses_amx_tiles(table, call.kv.dtype(), call.shape.head_dim) {
         return super::amx_prefill::prefill(call, out, stats);
     }
-    super::lane_prefill::prefill(table, call, out, stats)
+    super::lane_prefill::prefill(table, call, out, stats, parts)
 }
 
 /// Writes each work item's rows (KV head `j`, query positions from `first` on, `group` heads a

@@ -22,6 +22,8 @@
 
 #![allow(clippy::needless_range_loop)] // one register of each per-row array at a time reads clearest
 
+use std::ops::Range;
+
 use pulp::{Simd, WithSimd};
 
 use super::LaneDots;
@@ -39,7 +41,7 @@ mod integer_values;
 pub(super) const BLOCK_ROWS: usize = 32;
 /// Keys per tile: the tile's decoded K and V (32 KiB each at head_dim 128) stay in L2, and the
 /// queries (16 KiB) and the tile's scores (8 KiB) in L1 while the microkernel reads them.
-const KEY_TILE: usize = 64;
+pub(super) const KEY_TILE: usize = 64;
 /// Blocks that go over the keys together (each tile read from memory and decoded once for all
 /// of them): over a 32768-key head, the two products of one block at a time waited on memory (a
 /// scratch program of the same loops: 0.53 of the `vdpbf16ps` peak; four at a time, 0.73), and
@@ -59,6 +61,9 @@ pub(super) struct LaneBlock<'a> {
     pub dots: LaneDots,
     /// This call's KV head, under which the thread's packed value pairs are shared.
     pub values: ValuesKey,
+    /// The keys this run goes over (a part of a split, starting on a [`KEY_TILE`]; all:
+    /// `0..usize::MAX`), each row still only those up to its position.
+    pub keys: Range<usize>,
 }
 
 /// The final softmax state of a block's rows (not yet divided by `l`).
@@ -74,6 +79,45 @@ pub(super) struct BlockState {
 }
 
 impl BlockState {
+    /// The state of the same rows over the union of `parts`' keys (each part a [`run`] over
+    /// its own key range): with `m = max m_p`, `l = sum l_p e^(m_p - m)` and `acc = sum acc_p
+    /// e^(m_p - m)`, in part order; a part whose row saw no keys (`m_p = -inf`) weighs 0.
+    pub(super) fn merge(parts: &[&BlockState]) -> BlockState {
+        let first = parts.first().expect("at least one part");
+        let mut merged = BlockState {
+            m: [f32::NEG_INFINITY; BLOCK_ROWS],
+            l: [0.0; BLOCK_ROWS],
+            s0: [f32::NEG_INFINITY; BLOCK_ROWS],
+            acc: vec![0.0; first.acc.len()],
+            row_words: first.row_words,
+            elems_per_word: first.elems_per_word,
+        };
+        for r in 0..BLOCK_ROWS {
+            let m = parts
+                .iter()
+                .map(|p| p.m[r])
+                .fold(f32::NEG_INFINITY, f32::max);
+            merged.m[r] = m;
+            merged.s0[r] = parts
+                .iter()
+                .map(|p| p.s0[r])
+                .fold(f32::NEG_INFINITY, f32::max);
+            if m == f32::NEG_INFINITY {
+                continue;
+            }
+            for part in parts.iter().filter(|p| p.m[r] != f32::NEG_INFINITY) {
+                let weight = (part.m[r] - m).exp();
+                merged.l[r] += part.l[r] * weight;
+                // `acc` is `[slot][BLOCK_ROWS]`: row r is every BLOCK_ROWS-th value.
+                let rows = merged.acc.chunks_exact_mut(BLOCK_ROWS);
+                for (slot, part_slot) in rows.zip(part.acc.chunks_exact(BLOCK_ROWS)) {
+                    slot[r] += part_slot[r] * weight;
+                }
+            }
+        }
+        merged
+    }
+
     /// Row `r`'s accumulator in element order (`dst.len()` = head_dim).
     pub(super) fn gather_row(&self, r: usize, dst: &mut [f32]) {
         match self.elems_per_word {
@@ -277,8 +321,13 @@ fn run<S: Simd, F: WordFormat>(simd: S, block: LaneBlock<'_>) -> Vec<BlockState>
         rows,
         dots,
         values,
+        keys,
     } = block;
     assert!(!rows.is_empty());
+    assert!(
+        keys.start.is_multiple_of(KEY_TILE),
+        "a part starts on a key tile"
+    );
     let mut done = Vec::with_capacity(rows.len().div_ceil(BLOCK_ROWS));
     for group in rows.chunks(BLOCKS_PER_TILE * BLOCK_ROWS) {
         // A plain loop, not a `map` closure: closures do not inherit the target features, and
@@ -293,7 +342,8 @@ fn run<S: Simd, F: WordFormat>(simd: S, block: LaneBlock<'_>) -> Vec<BlockState>
         }
         let key_end = blocks.iter().map(|b| b.2).max().expect("blocks");
         let mut decoded = DecodedTile::for_blocks(&blocks[0].0);
-        for k0 in (0..key_end).step_by(KEY_TILE) {
+        // A part's end is on a key tile too, so no tile straddles two parts.
+        for k0 in (keys.start..key_end.min(keys.end)).step_by(KEY_TILE) {
             decoded.load::<S, F>(simd, kv, k0, KEY_TILE.min(key_end - k0));
             for (lanes, first, key_end) in &mut blocks {
                 if k0 < *key_end {
@@ -770,14 +820,20 @@ impl<S: Simd> Lanes<S> {
             // SAFETY: `value_dots` comes from a kernel table, which proved the CPU has
             // AVX512-BF16 (and so AVX-512).
             unsafe {
-                with_pairs(self.values, kv, slots, first_pair + whole_pairs, |pairs| {
-                    let values = Words {
-                        words: &pairs[first_pair * slots..],
-                        k_stride: slots,
-                        col_stride: 1,
-                    };
-                    dot_bf16(&self.p_words, values, ot, slots, whole_pairs)
-                })
+                with_pairs(
+                    self.values,
+                    kv,
+                    slots,
+                    first_pair..first_pair + whole_pairs,
+                    |pairs| {
+                        let values = Words {
+                            words: pairs,
+                            k_stride: slots,
+                            col_stride: 1,
+                        };
+                        dot_bf16(&self.p_words, values, ot, slots, whole_pairs)
+                    },
+                )
             };
         }
         if ntok % 2 == 1 {
@@ -900,6 +956,7 @@ mod tests {
                         rows: &rows,
                         dots,
                         values: ValuesKey::for_call()(0),
+                        keys: 0..usize::MAX,
                     };
                     let state = &run_at(level, block)[0];
                     let mut acc = vec![0.0; head_dim];

@@ -10,7 +10,9 @@
 //! one order whatever the width (so every level gives the same bits), and each stored K/V row is
 //! decoded once per block instead of once per row.
 //!
-//! Work split (this file): items of (KV head, `BLOCKS_PER_TILE` blocks of positions) over rayon.
+//! Work split (this file): items of (KV head, `BLOCKS_PER_TILE` blocks of positions) over rayon;
+//! where they are too few for the threads, each item's keys split into ranges (split-K), whose
+//! softmax states are merged before the epilogue.
 
 mod block;
 #[cfg(target_arch = "x86_64")]
@@ -20,6 +22,8 @@ mod dots_avx512;
 mod product;
 mod value_pairs;
 
+use std::ops::Range;
+
 use rayon::prelude::*;
 
 use super::epilogue::{FinalRow, write_row};
@@ -28,9 +32,9 @@ use super::stats::AttentionStats;
 use super::tile::QueryRow;
 use super::{AttentionCall, AttentionError};
 use crate::dispatch::run_at;
-use crate::reference::AttentionShape;
+use crate::reference::{AttentionShape, GateScores};
 use crate::{KernelTable, SimdLevel};
-use block::{BLOCK_ROWS, BLOCKS_PER_TILE, LaneBlock};
+use block::{BLOCK_ROWS, BLOCKS_PER_TILE, BlockState, KEY_TILE, LaneBlock};
 use value_pairs::ValuesKey;
 
 /// The dot-product kernels a kernel table lets lane prefill use (`dots_avx512`, `dots_avx2`):
@@ -46,12 +50,45 @@ pub(crate) struct LaneDots {
     pub int8_pairs: bool,
 }
 
-/// [`super::prefill`] on the vector units of `table`'s level; the arguments are checked already.
+/// Work items wanted per thread, so that stealing evens out uneven threads (as in decode).
+const ITEMS_PER_THREAD: usize = 2;
+/// Keys of the shortest part of a split: below it a part's setup (queries, states, the merge)
+/// is no longer small beside its keys.
+const MIN_PART_KEYS: usize = 2048;
+
+/// Query positions per work item: whole positions (all query heads of a position share its
+/// keys), [`BLOCKS_PER_TILE`] blocks of rows.
+fn positions_per_item(group: usize) -> usize {
+    (BLOCKS_PER_TILE * BLOCK_ROWS / group.max(1)).max(1)
+}
+
+/// How many key ranges (split-K) each work item of a chunk of `n` queries over `keys` keys in all
+/// is split into: 1 where (KV head, positions) items already give every one of `threads`
+/// threads [`ITEMS_PER_THREAD`] of them, else enough parts that they do, none under
+/// [`MIN_PART_KEYS`] keys (a short chunk deep in a long context, on a model with few KV heads).
+pub(crate) fn key_parts(shape: AttentionShape, n: usize, keys: usize, threads: usize) -> usize {
+    let items = shape.num_kv_heads * n.div_ceil(positions_per_item(shape.group_size()));
+    let wanted = (ITEMS_PER_THREAD * threads).div_ceil(items.max(1));
+    wanted.min(keys / MIN_PART_KEYS).max(1)
+}
+
+/// The key ranges of `parts` parts over keys `0 .. keys`: equal, each but the last ending on a
+/// key tile (so each tile is in one part).
+fn part_ranges(keys: usize, parts: usize) -> impl Iterator<Item = Range<usize>> {
+    let span = keys.div_ceil(parts.max(1)).next_multiple_of(KEY_TILE);
+    (0..keys)
+        .step_by(span)
+        .map(move |start| start..(start + span).min(keys))
+}
+
+/// [`super::prefill`] on the vector units of `table`'s level, each work item's keys split into
+/// `parts` ranges merged before the epilogue (1: no split); the arguments are checked already.
 pub(crate) fn prefill(
     table: &KernelTable,
     call: AttentionCall<'_>,
     out: &mut [f32],
     stats: Option<&mut AttentionStats>,
+    parts: usize,
 ) -> Result<(), AttentionError> {
     let AttentionCall {
         shape,
@@ -61,72 +98,123 @@ pub(crate) fn prefill(
         kv,
         gate,
     } = call;
-    let AttentionShape {
-        num_heads,
-        num_kv_heads,
-        head_dim,
-    } = shape;
-    let group = shape.group_size();
-    // Whole positions per item: all query heads of a position share its keys.
-    let positions = (BLOCKS_PER_TILE * BLOCK_ROWS / group).max(1);
-    let items: Vec<(usize, usize)> = (0..num_kv_heads)
+    let positions = positions_per_item(shape.group_size());
+    let items: Vec<(usize, usize)> = (0..shape.num_kv_heads)
         .flat_map(|j| (0..n.div_ceil(positions)).map(move |b| (j, b * positions)))
         .collect();
     let want_stats = stats.is_some();
     let (level, dots): (SimdLevel, LaneDots) = (table.level(), table.lane_dots());
     let values_of = ValuesKey::for_call();
-
-    let results: Vec<(Vec<f32>, Option<AttentionStats>)> = items
-        .par_iter()
-        .map(|&(j, t_begin)| {
-            let t_end = n.min(t_begin + positions);
-            let rows: Vec<QueryRow> = (t_begin..t_end)
-                .flat_map(|t| {
-                    (0..group).map(move |g| QueryRow {
-                        q_offset: (t * num_heads + j * group + g) * head_dim,
-                        position: q_start + t,
-                    })
+    let item_rows = |&(j, t_begin): &(usize, usize)| -> Vec<QueryRow> {
+        let (group, t_end) = (shape.group_size(), n.min(t_begin + positions));
+        (t_begin..t_end)
+            .flat_map(|t| {
+                (0..group).map(move |g| QueryRow {
+                    q_offset: (t * shape.num_heads + j * group + g) * shape.head_dim,
+                    position: q_start + t,
                 })
-                .collect();
-            let mut local = want_stats.then(AttentionStats::default);
-            let mut item_out = vec![0.0f32; rows.len() * head_dim];
-            let mut acc = vec![0.0f32; head_dim];
-            let block = LaneBlock {
-                kv: kv.head(j),
-                q,
-                rows: &rows,
-                dots,
-                values: values_of(j),
-            };
-            let states = run_at(level, block);
-            for (c, (chunk, state)) in rows.chunks(BLOCK_ROWS).zip(&states).enumerate() {
-                for (i, row) in chunk.iter().enumerate() {
-                    let r = c * BLOCK_ROWS + i;
-                    let (t, h) = (t_begin + r / group, j * group + r % group);
-                    state.gather_row(i, &mut acc);
-                    let final_row = FinalRow {
-                        acc: &acc,
-                        m: state.m[i],
-                        l: state.l[i],
-                        s0: state.s0[i],
-                        lanes: 1,
-                        elems_per_word: 1,
-                    };
-                    let out_row = &mut item_out[r * head_dim..][..head_dim];
-                    let row_gate = row_gate(gate, t, h, num_heads, head_dim);
-                    write_row(
-                        final_row,
-                        row_gate,
-                        out_row,
-                        local.as_mut(),
-                        row.position == 0,
-                    );
-                }
-            }
-            (item_out, local)
-        })
-        .collect();
+            })
+            .collect()
+    };
+    let run_item = |&(j, _): &(usize, usize), rows: &[QueryRow], keys: Range<usize>| {
+        let block = LaneBlock {
+            kv: kv.head(j),
+            q,
+            rows,
+            dots,
+            values: values_of(j),
+            keys,
+        };
+        run_at(level, block)
+    };
+    let finish = |&item: &(usize, usize), rows: &[QueryRow], states: &[BlockState]| {
+        item_epilogue(shape, gate, item, rows, states, want_stats)
+    };
+
+    let results: Vec<(Vec<f32>, Option<AttentionStats>)> = if parts <= 1 {
+        items
+            .par_iter()
+            .map(|item| {
+                let rows = item_rows(item);
+                let states = run_item(item, &rows, 0..usize::MAX);
+                finish(item, &rows, &states)
+            })
+            .collect()
+    } else {
+        // Split-K: every (item, key range) is a work item of its own, then each item's parts
+        // are merged, in key order, before its epilogue.
+        let rows: Vec<Vec<QueryRow>> = items.iter().map(item_rows).collect();
+        // Item i's parts are `work[first_part[i] .. first_part[i + 1]]`, in key order.
+        let mut work: Vec<(usize, Range<usize>)> = Vec::new();
+        let mut first_part = vec![0];
+        for (i, item_rows) in rows.iter().enumerate() {
+            let keys = item_rows.iter().map(|r| r.position).max().expect("rows") + 1;
+            work.extend(part_ranges(keys, parts).map(|range| (i, range)));
+            first_part.push(work.len());
+        }
+        let part_states: Vec<Vec<BlockState>> = work
+            .par_iter()
+            .map(|(i, keys)| run_item(&items[*i], &rows[*i], keys.clone()))
+            .collect();
+        items
+            .par_iter()
+            .enumerate()
+            .map(|(i, item)| {
+                let mine = &part_states[first_part[i]..first_part[i + 1]];
+                let merged: Vec<BlockState> = (0..mine[0].len())
+                    .map(|b| {
+                        let block_parts: Vec<&BlockState> =
+                            mine.iter().map(|states| &states[b]).collect();
+                        BlockState::merge(&block_parts)
+                    })
+                    .collect();
+                finish(item, &rows[i], &merged)
+            })
+            .collect()
+    };
 
     scatter_items(shape, items.iter().copied(), &results, out, stats);
     Ok(())
+}
+
+/// The epilogue of one work item (KV head `j`, positions from `t_begin` on): each row's final
+/// softmax state through the gate into the item's output rows `[rows, head_dim]`, and its
+/// statistics.
+fn item_epilogue(
+    shape: AttentionShape,
+    gate: GateScores<'_>,
+    (j, t_begin): (usize, usize),
+    rows: &[QueryRow],
+    states: &[BlockState],
+    want_stats: bool,
+) -> (Vec<f32>, Option<AttentionStats>) {
+    let (head_dim, group) = (shape.head_dim, shape.group_size());
+    let mut local = want_stats.then(AttentionStats::default);
+    let mut item_out = vec![0.0f32; rows.len() * head_dim];
+    let mut acc = vec![0.0f32; head_dim];
+    for (c, (chunk, state)) in rows.chunks(BLOCK_ROWS).zip(states).enumerate() {
+        for (i, row) in chunk.iter().enumerate() {
+            let r = c * BLOCK_ROWS + i;
+            let (t, h) = (t_begin + r / group, j * group + r % group);
+            state.gather_row(i, &mut acc);
+            let final_row = FinalRow {
+                acc: &acc,
+                m: state.m[i],
+                l: state.l[i],
+                s0: state.s0[i],
+                lanes: 1,
+                elems_per_word: 1,
+            };
+            let out_row = &mut item_out[r * head_dim..][..head_dim];
+            let row_gate = row_gate(gate, t, h, shape.num_heads, head_dim);
+            write_row(
+                final_row,
+                row_gate,
+                out_row,
+                local.as_mut(),
+                row.position == 0,
+            );
+        }
+    }
+    (item_out, local)
 }

@@ -13,6 +13,8 @@
 //! packed (32 MiB at 131072 keys and head_dim 128).
 
 use std::cell::RefCell;
+#[cfg(target_arch = "x86_64")]
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 #[cfg(target_arch = "x86_64")]
@@ -41,8 +43,10 @@ impl ValuesKey {
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // the dot-product kernels are x86-64's
 struct PackedValues {
     key: Option<ValuesKey>,
-    /// Whole pairs packed so far, `[pairs][slots]`.
-    pairs: usize,
+    /// The whole pairs packed so far, `start .. end` (a split's part starts past pair 0),
+    /// `[end - start][slots]`.
+    start: usize,
+    end: usize,
     words: Vec<u32>,
 }
 
@@ -50,8 +54,10 @@ thread_local! {
     static PACKED_VALUES: RefCell<PackedValues> = RefCell::new(PackedValues::default());
 }
 
-/// Calls `f` with the head's packed pairs `0 .. pairs` (`[pairs][slots]`), packing the ones this
-/// thread has not packed yet for `key`. `2 * pairs <= kv.len`, `slots = 2 * kv.row_words`.
+/// Calls `f` with the head's packed pairs `pairs` (`[pairs.len()][slots]`), packing the ones this
+/// thread has not packed yet for `key` (from the first one asked for: a thread that goes on
+/// along the keys extends what it has, one that starts before it packs again).
+/// `2 * pairs.end <= kv.len`, `slots = 2 * kv.row_words`.
 ///
 /// # Safety
 /// The CPU has AVX-512 (the packing kernels are compiled for it).
@@ -60,28 +66,28 @@ pub(super) unsafe fn with_pairs<R>(
     key: ValuesKey,
     kv: KvHeadView<'_>,
     slots: usize,
-    pairs: usize,
+    pairs: Range<usize>,
     f: impl FnOnce(&[u32]) -> R,
 ) -> R {
-    assert!(2 * pairs <= kv.len);
+    assert!(2 * pairs.end <= kv.len);
     PACKED_VALUES.with_borrow_mut(|cache| {
-        if cache.key != Some(key) {
+        if cache.key != Some(key) || !(cache.start..=cache.end).contains(&pairs.start) {
             cache.key = Some(key);
-            cache.pairs = 0;
+            (cache.start, cache.end) = (pairs.start, pairs.start);
         }
         let rw = kv.row_words;
-        if cache.pairs < pairs {
-            cache.words.resize(pairs * slots, 0);
-            for i in cache.pairs..pairs {
+        if cache.end < pairs.end {
+            cache.words.resize((pairs.end - cache.start) * slots, 0);
+            for i in cache.end..pairs.end {
                 let even = &kv.v[2 * i * rw..][..rw];
                 let odd = &kv.v[(2 * i + 1) * rw..][..rw];
-                let pair = &mut cache.words[i * slots..][..slots];
+                let pair = &mut cache.words[(i - cache.start) * slots..][..slots];
                 // SAFETY: the caller's contract (AVX-512).
                 unsafe { pack_pair(even, Some(odd), pair) };
             }
-            cache.pairs = pairs;
+            cache.end = pairs.end;
         }
-        f(&cache.words[..pairs * slots])
+        f(&cache.words[(pairs.start - cache.start) * slots..(pairs.end - cache.start) * slots])
     })
 }
 
