@@ -34,7 +34,7 @@ pub fn prefill_on(
     out: &mut [f32],
     stats: Option<&mut AttentionStats>,
 ) -> Result<(), AttentionError> {
-    let keys = call.q_start + call.n;
+    let keys = call.q_start.saturating_add(call.n);
     let parts = prefill_key_parts(call.shape, call.n, keys, rayon::current_num_threads());
     prefill_with_key_parts(table, call, out, stats, parts)
 }
@@ -47,8 +47,8 @@ pub fn prefill_key_parts(shape: AttentionShape, n: usize, keys: usize, threads: 
     super::lane_prefill::key_parts(shape, n, keys, threads)
 }
 
-/// [`prefill_on`] with an explicit number of key ranges per work item on the vector units (>= 1;
-/// the AMX tiles do not split).
+/// [`prefill_on`] with an explicit number of key ranges per work item on the vector units (0 and
+/// 1: the keys whole; the AMX tiles do not split).
 pub fn prefill_with_key_parts(
     table: &KernelTable,
     call: AttentionCall<'_>,
