@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use gattn_tensor::Checkpoint;
+use rayon::prelude::*;
 
 use crate::backend::Backend;
 use crate::config::{GateMode, Qwen3Config, RopeScaling};
@@ -487,12 +488,46 @@ fn check_finite(
     stage: &'static str,
     start: usize,
 ) -> Result<()> {
-    match values.iter().position(|v| !v.is_finite()) {
+    // Rows in parallel, each checked whole (a loop that vectorizes; one that stops at the first
+    // non-finite value does not): a prefill chunk's hidden state is checked after every layer.
+    let finite = |row: &[f32]| row.iter().fold(true, |ok, v| ok & v.is_finite());
+    match values
+        .par_chunks(row_len)
+        .position_first(|row| !finite(row))
+    {
         None => Ok(()),
-        Some(i) => Err(ModelError::NonFinite {
+        Some(row) => Err(ModelError::NonFinite {
             layer,
             stage,
-            position: start + i / row_len,
+            position: start + row,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn check_finite_names_the_first_row_with_a_non_finite_value() {
+        let (rows, row_len) = (300, 7);
+        assert!(check_finite(&vec![1.0; rows * row_len], row_len, 2, "x", 10).is_ok());
+        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            let mut values = vec![1.0f32; rows * row_len];
+            values[250 * row_len + 6] = bad;
+            values[123 * row_len] = bad;
+            let err = check_finite(&values, row_len, 2, "x", 10).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    ModelError::NonFinite {
+                        layer: 2,
+                        stage: "x",
+                        position: 133
+                    }
+                ),
+                "{err}"
+            );
+        }
     }
 }

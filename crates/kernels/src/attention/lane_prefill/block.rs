@@ -57,6 +57,9 @@ pub(super) struct LaneBlock<'a> {
     pub q: &'a [f32],
     /// At least one; run in blocks of [`BLOCK_ROWS`] (one [`BlockState`] each).
     pub rows: &'a [QueryRow],
+    /// An int8 cache's: `rows`' queries times 1/sqrt(head_dim), rounded to int8, row `i` of
+    /// `rows` at row `i` ([`Int8Queries::fill_with`]); `None` for the other caches.
+    pub int8_queries: Option<&'a Int8Queries>,
     /// The dot-product kernels the CPU has (the caller's kernel table proved it).
     pub dots: LaneDots,
     /// This call's KV head, under which the thread's packed value pairs are shared.
@@ -319,6 +322,7 @@ fn run<S: Simd, F: WordFormat>(simd: S, block: LaneBlock<'_>) -> Vec<BlockState>
         kv,
         q,
         rows,
+        int8_queries,
         dots,
         values,
         keys,
@@ -329,15 +333,17 @@ fn run<S: Simd, F: WordFormat>(simd: S, block: LaneBlock<'_>) -> Vec<BlockState>
         "a part starts on a key tile"
     );
     let mut done = Vec::with_capacity(rows.len().div_ceil(BLOCK_ROWS));
-    for group in rows.chunks(BLOCKS_PER_TILE * BLOCK_ROWS) {
+    for (g, group) in rows.chunks(BLOCKS_PER_TILE * BLOCK_ROWS).enumerate() {
         // A plain loop, not a `map` closure: closures do not inherit the target features, and
         // the query layout's vector code would be calls.
         let mut blocks: Vec<(Lanes<S>, usize, usize)> = Vec::with_capacity(BLOCKS_PER_TILE);
-        for rows in group.chunks(BLOCK_ROWS) {
+        for (b, rows) in group.chunks(BLOCK_ROWS).enumerate() {
             let first = rows.iter().map(|r| r.position).min().expect("rows");
             let key_end = rows.iter().map(|r| r.position).max().expect("rows") + 1;
             let mut lanes = Lanes::<S>::new::<F>(simd, kv, dots, values);
-            lanes.load_queries(simd, kv, q, rows);
+            let first_row = (g * BLOCKS_PER_TILE + b) * BLOCK_ROWS;
+            let rounded = int8_queries.map(|queries| (queries, first_row));
+            lanes.load_queries(simd, kv, q, rows, rounded);
             blocks.push((lanes, first, key_end));
         }
         let key_end = blocks.iter().map(|b| b.2).max().expect("blocks");
@@ -504,10 +510,17 @@ impl<S: Simd> Lanes<S> {
     }
 
     /// The rows' queries into `qt`, or for a dot-product kernel straight into `q_words` (and int8
-    /// K: their scales), their positions; lanes past the rows get zero queries at the last row's
-    /// position.
+    /// K: their scales, from `rounded`, the rounded queries whose row `first` is `rows[0]`'s),
+    /// their positions; lanes past the rows get zero queries at the last row's position.
     #[inline(always)]
-    fn load_queries(&mut self, simd: S, kv: KvHeadView<'_>, q: &[f32], rows: &[QueryRow]) {
+    fn load_queries(
+        &mut self,
+        simd: S,
+        kv: KvHeadView<'_>,
+        q: &[f32],
+        rows: &[QueryRow],
+        rounded: Option<(&Int8Queries, usize)>,
+    ) {
         let (d, rw) = (kv.head_dim, kv.row_words);
         let epw = self.slots / rw;
         let scale = 1.0 / (d as f32).sqrt();
@@ -516,17 +529,16 @@ impl<S: Simd> Lanes<S> {
         if kv.dtype == KvDtype::Int8 {
             // Against int8 K the queries are rounded to int8 too: their integers here, the
             // scale applied to the (exact) integer dot products.
-            let mut rounded = Int8Queries::default();
-            rounded.fill(q, rows.iter().map(|r| r.q_offset), d, rw, scale);
+            let (rounded, first) = rounded.expect("an int8 cache's block gets rounded queries");
             for r in 0..rows.len() {
-                let bytes = rounded.row(r);
+                let bytes = rounded.row(first + r);
                 if self.int8_scores {
                     // Four bytes a word, in the stored K rows' order (zero past head_dim).
                     for (w, word) in bytes.chunks_exact(4).take(rw).enumerate() {
                         self.q_words[w * BLOCK_ROWS + r] =
                             u32::from_le_bytes(word.try_into().expect("4 bytes"));
                     }
-                    self.q_sums[r] = bytes[..d].iter().map(|&b| b as i8 as i32).sum();
+                    self.q_sums[r] = rounded.bias_correction(first + r) / 128;
                 } else if self.int8_pair_scores {
                     #[cfg(target_arch = "x86_64")]
                     for (p, pair) in bytes.chunks_exact(2).take(2 * rw).enumerate() {
@@ -539,7 +551,7 @@ impl<S: Simd> Lanes<S> {
                         qt[slot * BLOCK_ROWS + r] = bytes[e] as i8 as f32
                     });
                 }
-                q_scale[r] = rounded.scale(r);
+                q_scale[r] = rounded.scale(first + r);
             }
         } else {
             // bf16 K: rounded as the dot-product instructions take them, the scale applied to
@@ -949,11 +961,17 @@ mod tests {
                         position: kv_len - 5 + t,
                     })
                     .collect();
+                let rounded = (dtype == KvDtype::Int8).then(|| {
+                    let offsets = rows.iter().map(|r| r.q_offset);
+                    let factor = 1.0 / (head_dim as f32).sqrt();
+                    Int8Queries::new(&q, offsets, head_dim, layer.head(0).row_words, factor)
+                });
                 let run = |level: SimdLevel, dots: LaneDots| {
                     let block = LaneBlock {
                         kv: layer.head(0),
                         q: &q,
                         rows: &rows,
+                        int8_queries: rounded.as_ref(),
                         dots,
                         values: ValuesKey::for_call()(0),
                         keys: 0..usize::MAX,

@@ -27,6 +27,8 @@ use std::ops::Range;
 use rayon::prelude::*;
 
 use super::epilogue::{FinalRow, write_row};
+use super::int8_queries::Int8Queries;
+use super::kv::KvDtype;
 use super::prefill::{row_gate, scatter_items};
 use super::stats::AttentionStats;
 use super::tile::QueryRow;
@@ -117,11 +119,27 @@ pub(crate) fn prefill(
             })
             .collect()
     };
-    let run_item = |&(j, _): &(usize, usize), rows: &[QueryRow], keys: Range<usize>| {
+    // An int8 cache's queries, rounded once per item (not per block or key range) on the
+    // table's vector kernel.
+    let round_rows = |rows: &[QueryRow]| -> Option<Int8Queries> {
+        let head = kv.head(0);
+        (head.dtype == KvDtype::Int8).then(|| {
+            let factor = 1.0 / (shape.head_dim as f32).sqrt();
+            let offsets = rows.iter().map(|r| r.q_offset);
+            let mut rounded = Int8Queries::default();
+            rounded.fill_with(table, q, offsets, shape.head_dim, head.row_words, factor);
+            rounded
+        })
+    };
+    let run_item = |&(j, _): &(usize, usize),
+                    rows: &[QueryRow],
+                    int8_queries: Option<&Int8Queries>,
+                    keys: Range<usize>| {
         let block = LaneBlock {
             kv: kv.head(j),
             q,
             rows,
+            int8_queries,
             dots,
             values: values_of(j),
             keys,
@@ -137,7 +155,8 @@ pub(crate) fn prefill(
             .par_iter()
             .map(|item| {
                 let rows = item_rows(item);
-                let states = run_item(item, &rows, 0..usize::MAX);
+                let rounded = round_rows(&rows);
+                let states = run_item(item, &rows, rounded.as_ref(), 0..usize::MAX);
                 finish(item, &rows, &states)
             })
             .collect()
@@ -145,6 +164,7 @@ pub(crate) fn prefill(
         // Split-K: every (item, key range) is a work item of its own, then each item's parts
         // are merged, in key order, before its epilogue.
         let rows: Vec<Vec<QueryRow>> = items.iter().map(item_rows).collect();
+        let rounded: Vec<Option<Int8Queries>> = rows.par_iter().map(|r| round_rows(r)).collect();
         // Item i's parts are `work[first_part[i] .. first_part[i + 1]]`, in key order.
         let mut work: Vec<(usize, Range<usize>)> = Vec::new();
         let mut first_part = vec![0];
@@ -155,7 +175,7 @@ pub(crate) fn prefill(
         }
         let part_states: Vec<Vec<BlockState>> = work
             .par_iter()
-            .map(|(i, keys)| run_item(&items[*i], &rows[*i], keys.clone()))
+            .map(|(i, keys)| run_item(&items[*i], &rows[*i], rounded[*i].as_ref(), keys.clone()))
             .collect();
         items
             .par_iter()

@@ -18,16 +18,21 @@ use super::layout::{BLOCK, ROWS, TILE_BYTES};
 /// Rows `tok0 .. tok0 + MR` of the quantized activations (`xq`: `[rows][nb * 64]`, `xs`:
 /// `[rows][nb]`) against one row group (`packed` bytes and `scales`), into `out[token]`. A
 /// block's i32 sums stay in registers (`2 * MR` vectors, one per 8-row half and token); the f32
-/// sums are updated once per block.
+/// sums are updated once per block. Token `i`'s 16 values go to `out + i * ld`.
+///
+/// # Safety
+/// AVX2 and FMA present; `out` valid for writes of `out[i * ld + j]`, `i < MR`, `j < 16`.
 #[target_feature(enable = "avx2,fma")]
-pub fn tile<const MR: usize>(
+#[allow(clippy::too_many_arguments)] // the operands, then where the tile goes
+pub unsafe fn tile<const MR: usize>(
     packed: &[u8],
     scales: &[f32],
     xq: &[i8],
     xs: &[f32],
     nb: usize,
     tok0: usize,
-    out: &mut [[f32; ROWS]; MR],
+    out: *mut f32,
+    ld: usize,
 ) {
     let kp = nb * BLOCK;
     assert!(xq.len() >= (tok0 + MR) * kp && xs.len() >= (tok0 + MR) * nb);
@@ -71,11 +76,11 @@ pub fn tile<const MR: usize>(
             }
         }
     }
-    for (row, [lo, hi]) in out.iter_mut().zip(f) {
-        // SAFETY: row holds 16 f32.
+    for (i, [lo, hi]) in f.into_iter().enumerate() {
+        // SAFETY: inside the tile by the caller's contract.
         unsafe {
-            _mm256_storeu_ps(row.as_mut_ptr(), lo);
-            _mm256_storeu_ps(row.as_mut_ptr().add(8), hi);
+            _mm256_storeu_ps(out.add(i * ld), lo);
+            _mm256_storeu_ps(out.add(i * ld + 8), hi);
         }
     }
 }

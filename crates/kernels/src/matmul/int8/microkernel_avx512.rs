@@ -67,15 +67,22 @@ pub fn group_dot(packed: &[u8], scales: &[f32], x: ActRow<'_>) -> [f32; ROWS] {
 /// `MR` tokens (rows `tok0..tok0+MR` of `xq`, all present: activations are padded) against `G`
 /// row groups: `MR * G` i32 and `MR * G` f32 accumulators stay in registers for the whole k;
 /// each weight vector is loaded once per `MR` tokens, each activation broadcast once per `G`.
+/// Token `i`'s 16 values of group `g` go to `out + i * ld + g * 16`.
+///
+/// # Safety
+/// AVX-512 and VNNI present; `out` valid for writes of `out[i * ld + j]`, `i < MR`,
+/// `j < G * 16`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
-pub fn tile<const MR: usize, const G: usize>(
+#[allow(clippy::too_many_arguments)] // the operands, then where the tile goes
+pub unsafe fn tile<const MR: usize, const G: usize>(
     groups: [(&[u8], &[f32]); G],
     xq: &[i8],
     xs: &[f32],
     xfix: &[i32],
     nb: usize,
     tok0: usize,
-    out: &mut [[[f32; ROWS]; G]; MR],
+    out: *mut f32,
+    ld: usize,
 ) {
     let kp = nb * BLOCK;
     assert!(
@@ -122,10 +129,10 @@ pub fn tile<const MR: usize, const G: usize>(
             }
         }
     }
-    for i in 0..MR {
-        for g in 0..G {
-            // SAFETY: out[i][g] holds 16 f32.
-            unsafe { _mm512_storeu_ps(out[i][g].as_mut_ptr(), f[i][g]) };
+    for (i, f_i) in f.iter().enumerate() {
+        for (g, &values) in f_i.iter().enumerate() {
+            // SAFETY: inside the tile by the caller's contract.
+            unsafe { _mm512_storeu_ps(out.add(i * ld + g * ROWS), values) };
         }
     }
 }

@@ -105,13 +105,8 @@ pub(crate) fn operands<'w, 'i>(
 #[inline(always)]
 fn store(out: &mut ColumnBlock<'_>, token: usize, first: usize, values: &[f32; ROWS]) {
     let row = &mut out.row_mut(token)[first..];
-    if let Some(dst) = row.first_chunk_mut::<ROWS>() {
-        // A constant length: one vector move, not a loop or a memcpy call.
-        *dst = *values;
-    } else {
-        let live = row.len();
-        row.copy_from_slice(&values[..live]);
-    }
+    let live = row.len().min(ROWS);
+    row[..live].copy_from_slice(&values[..live]);
 }
 
 /// The mat-vec job (table entry): rows `col0 ..` (`col0` a multiple of 16) for token 0.
@@ -183,46 +178,78 @@ pub(crate) unsafe fn matmat_vnni_job(
         let live = TILE_TOKENS.min(x.m - tok0);
         let mut g = g0;
         while g < g1 {
+            let first = g * ROWS - col0;
             if g + TILE_GROUPS <= g1 {
-                let mut tile = [[[0.0f32; ROWS]; TILE_GROUPS]; TILE_TOKENS];
                 let groups = core::array::from_fn(|i| w.group(g + i));
-                // SAFETY: VNNI is present (the caller's contract).
-                unsafe {
-                    microkernel_avx512::tile::<TILE_TOKENS, TILE_GROUPS>(
-                        groups,
-                        &x.qs,
-                        &x.scales,
-                        &x.offset_fix,
-                        nb,
-                        tok0,
-                        &mut tile,
-                    )
-                };
-                for (i, row) in tile.iter().take(live).enumerate() {
-                    for (gi, values) in row.iter().enumerate() {
-                        store(out, tok0 + i, (g + gi) * ROWS - col0, values);
-                    }
-                }
+                write_tile::<TILE_TOKENS, { TILE_GROUPS * ROWS }>(
+                    out,
+                    tok0,
+                    live,
+                    first,
+                    |dst, ld| {
+                        // SAFETY: VNNI is present (the caller's contract); `write_tile` gives a
+                        // destination for the whole tile.
+                        unsafe {
+                            microkernel_avx512::tile::<TILE_TOKENS, TILE_GROUPS>(
+                                groups,
+                                &x.qs,
+                                &x.scales,
+                                &x.offset_fix,
+                                nb,
+                                tok0,
+                                dst,
+                                ld,
+                            )
+                        }
+                    },
+                );
                 g += TILE_GROUPS;
             } else {
-                let mut tile = [[[0.0f32; ROWS]; 1]; TILE_TOKENS];
-                // SAFETY: VNNI is present (the caller's contract).
-                unsafe {
-                    microkernel_avx512::tile::<TILE_TOKENS, 1>(
-                        [w.group(g)],
-                        &x.qs,
-                        &x.scales,
-                        &x.offset_fix,
-                        nb,
-                        tok0,
-                        &mut tile,
-                    )
-                };
-                for (i, row) in tile.iter().take(live).enumerate() {
-                    store(out, tok0 + i, g * ROWS - col0, &row[0]);
-                }
+                write_tile::<TILE_TOKENS, ROWS>(out, tok0, live, first, |dst, ld| {
+                    // SAFETY: as above.
+                    unsafe {
+                        microkernel_avx512::tile::<TILE_TOKENS, 1>(
+                            [w.group(g)],
+                            &x.qs,
+                            &x.scales,
+                            &x.offset_fix,
+                            nb,
+                            tok0,
+                            dst,
+                            ld,
+                        )
+                    }
+                });
                 g += 1;
             }
+        }
+    }
+}
+
+/// Runs a microkernel tile of `MR` tokens by `W` columns, its first value at token `tok0`,
+/// column `first` of the block: `kernel(dst, ld)` writes row `i` of the tile at `dst + i * ld`.
+/// Where the whole tile is inside the block (`live == MR` tokens and `W` columns), that is the
+/// output itself; else a buffer, whose live part is copied out.
+#[inline(always)]
+fn write_tile<const MR: usize, const W: usize>(
+    out: &mut ColumnBlock<'_>,
+    tok0: usize,
+    live: usize,
+    first: usize,
+    kernel: impl FnOnce(*mut f32, usize),
+) {
+    if live == MR && first + W <= out.cols() {
+        assert!(tok0 + MR <= out.rows());
+        let ld = out.ld();
+        // SAFETY: rows `tok0 ..` and columns `first ..` of the tile are inside the block
+        // (checked above), which is this job's alone (`ColumnBlock::as_mut_ptr`).
+        kernel(unsafe { out.as_mut_ptr().add(tok0 * ld + first) }, ld);
+    } else {
+        let mut buffer = [[0.0f32; W]; MR];
+        kernel(buffer.as_mut_ptr().cast(), W);
+        let cols = W.min(out.cols() - first);
+        for (i, values) in buffer.iter().take(live).enumerate() {
+            out.row_mut(tok0 + i)[first..first + cols].copy_from_slice(&values[..cols]);
         }
     }
 }
@@ -280,15 +307,14 @@ unsafe fn avx2_token_tile<const MR: usize>(
 ) {
     for g in col0 / ROWS..(col0 + out.cols()).div_ceil(ROWS) {
         let (packed, scales) = w.group(g);
-        let mut tile = [[0.0f32; ROWS]; MR];
-        // SAFETY: the caller's contract (AVX2 and FMA).
-        unsafe {
-            microkernel_avx2_tile::tile::<MR>(
-                packed, scales, &x.qs, &x.scales, x.nb, tok0, &mut tile,
-            )
-        };
-        for (i, values) in tile.iter().enumerate() {
-            store(out, tok0 + i, g * ROWS - col0, values);
-        }
+        write_tile::<MR, ROWS>(out, tok0, MR, g * ROWS - col0, |dst, ld| {
+            // SAFETY: the caller's contract (AVX2 and FMA); `write_tile` gives a destination
+            // for the whole tile.
+            unsafe {
+                microkernel_avx2_tile::tile::<MR>(
+                    packed, scales, &x.qs, &x.scales, x.nb, tok0, dst, ld,
+                )
+            }
+        });
     }
 }
