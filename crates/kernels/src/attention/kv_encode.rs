@@ -57,8 +57,8 @@ pub(crate) fn encode_row_generic(dtype: KvDtype, x: &[f32], words: &mut [u32]) -
         KvDtype::Int8 => {
             let scale = max_abs(x) / 127.0;
             let inverse = if scale > 0.0 { 1.0 / scale } else { 0.0 };
-            // 64 values at a time into bytes, then the bytes into words: two loops the compiler
-            // vectorizes (one that packed four floats into each word stayed mostly scalar).
+            // 64 values at a time into bytes, then the bytes into words: two plain loops the
+            // compiler vectorizes at the level's width.
             let mut bytes = [128u8; 64];
             for (values, out) in x.chunks(64).zip(words.chunks_mut(16)) {
                 for (byte, &v) in bytes.iter_mut().zip(values) {
