@@ -53,14 +53,8 @@ impl Int8Queries {
         row_words: usize,
         factor: f32,
     ) {
-        let row_bytes = (row_words * 4).next_multiple_of(64);
-        let rows = offsets.len();
+        let row_bytes = self.reset(offsets.len(), row_words);
         let queries = self;
-        queries.row_bytes = row_bytes;
-        queries.bytes.clear();
-        queries.bytes.resize(rows * row_bytes, 0);
-        queries.scales.clear();
-        queries.bias_corrections.clear();
         for (r, offset) in offsets.enumerate() {
             let x = &q[offset..][..head_dim];
             let max_abs = x.iter().fold(0.0f32, |m, v| m.max((v * factor).abs()));
@@ -92,13 +86,7 @@ impl Int8Queries {
         row_words: usize,
         factor: f32,
     ) {
-        let row_bytes = (row_words * 4).next_multiple_of(64);
-        let rows = offsets.len();
-        self.row_bytes = row_bytes;
-        self.bytes.clear();
-        self.bytes.resize(rows * row_bytes, 0);
-        self.scales.clear();
-        self.bias_corrections.clear();
+        let row_bytes = self.reset(offsets.len(), row_words);
         let mut scaled = vec![0.0f32; head_dim];
         let mut stored = vec![0u32; row_words];
         for (r, offset) in offsets.enumerate() {
@@ -115,6 +103,17 @@ impl Int8Queries {
             self.scales.push(scale);
             self.bias_corrections.push(128 * sum);
         }
+    }
+
+    /// Empties the buffers for `rows` rows of keys of `row_words` words (zero bytes); returns
+    /// the bytes a row.
+    fn reset(&mut self, rows: usize, row_words: usize) -> usize {
+        self.row_bytes = (row_words * 4).next_multiple_of(64);
+        self.bytes.clear();
+        self.bytes.resize(rows * self.row_bytes, 0);
+        self.scales.clear();
+        self.bias_corrections.clear();
+        self.row_bytes
     }
 
     /// Row `r`'s integers as f32 (`q_i8`, without the scale), `head_dim` values, for the f32

@@ -173,57 +173,62 @@ pub(crate) unsafe fn matmat_vnni_job(
         "activations padded for the VNNI tile"
     );
     let (g0, g1) = (col0 / ROWS, (col0 + out.cols()).div_ceil(ROWS));
-    let nb = x.nb;
     for tok0 in (0..x.m).step_by(TILE_TOKENS) {
         let live = TILE_TOKENS.min(x.m - tok0);
         let mut g = g0;
         while g < g1 {
             let first = g * ROWS - col0;
-            if g + TILE_GROUPS <= g1 {
-                let groups = core::array::from_fn(|i| w.group(g + i));
-                write_tile::<TILE_TOKENS, { TILE_GROUPS * ROWS }>(
-                    out,
-                    tok0,
-                    live,
-                    first,
-                    |dst, ld| {
-                        // SAFETY: VNNI is present (the caller's contract); `write_tile` gives a
-                        // destination for the whole tile.
-                        unsafe {
-                            microkernel_avx512::tile::<TILE_TOKENS, TILE_GROUPS>(
-                                groups,
-                                &x.qs,
-                                &x.scales,
-                                &x.offset_fix,
-                                nb,
-                                tok0,
-                                dst,
-                                ld,
-                            )
-                        }
-                    },
-                );
-                g += TILE_GROUPS;
-            } else {
-                write_tile::<TILE_TOKENS, ROWS>(out, tok0, live, first, |dst, ld| {
-                    // SAFETY: as above.
-                    unsafe {
-                        microkernel_avx512::tile::<TILE_TOKENS, 1>(
-                            [w.group(g)],
-                            &x.qs,
-                            &x.scales,
-                            &x.offset_fix,
-                            nb,
-                            tok0,
-                            dst,
-                            ld,
-                        )
-                    }
-                });
-                g += 1;
+            // SAFETY: VNNI is present (the caller's contract).
+            unsafe {
+                if g + TILE_GROUPS <= g1 {
+                    vnni_tile::<TILE_GROUPS, { TILE_GROUPS * ROWS }>(
+                        w, x, g, tok0, live, first, out,
+                    );
+                    g += TILE_GROUPS;
+                } else {
+                    vnni_tile::<1, ROWS>(w, x, g, tok0, live, first, out);
+                    g += 1;
+                }
             }
         }
     }
+}
+
+/// Tokens `tok0 ..` (`live` of them) against row groups `g .. g + G` (`W = 16 G` columns, the
+/// first at column `first` of the block) on one VNNI tile.
+///
+/// # Safety
+/// The CPU has AVX-512 and VNNI; the activations are padded to [`TILE_TOKENS`].
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)] // the operands, then the tile's place
+#[inline(always)]
+unsafe fn vnni_tile<const G: usize, const W: usize>(
+    w: &Q8Matrix<'_>,
+    x: &Q8Activations,
+    g: usize,
+    tok0: usize,
+    live: usize,
+    first: usize,
+    out: &mut ColumnBlock<'_>,
+) {
+    const { assert!(W == G * ROWS) };
+    let groups = core::array::from_fn(|i| w.group(g + i));
+    write_tile::<TILE_TOKENS, W>(out, tok0, live, first, |dst, ld| {
+        // SAFETY: VNNI is present (the caller's contract); `write_tile` gives a destination for
+        // the whole tile.
+        unsafe {
+            microkernel_avx512::tile::<TILE_TOKENS, G>(
+                groups,
+                &x.qs,
+                &x.scales,
+                &x.offset_fix,
+                x.nb,
+                tok0,
+                dst,
+                ld,
+            )
+        }
+    });
 }
 
 /// Runs a microkernel tile of `MR` tokens by `W` columns, its first value at token `tok0`,
