@@ -239,9 +239,27 @@ pub fn split_query_and_gate(
     assert_eq!(q_proj_out.len(), n * num_kv_heads * group_len);
     assert_eq!(queries.len(), n * num_heads * head_dim);
     assert_eq!(gate_scores.len(), n * num_heads * scores_per_head);
+    // Token by token: each token's projections, queries and gate scores are its own rows.
+    let split_tokens = |projections: &[f32], queries: &mut [f32], gate_scores: &mut [f32]| {
+        let query_chunks = queries.chunks_exact_mut(g * head_dim);
+        let mut gate_chunks = gate_scores.chunks_exact_mut(g * scores_per_head.max(1));
+        for (group, group_queries) in projections.chunks_exact(group_len).zip(query_chunks) {
+            let (queries_part, gates_part) = group.split_at(g * head_dim);
+            group_queries.copy_from_slice(queries_part);
+            if scores_per_head > 0 {
+                let group_gates = gate_chunks.next().expect("one gate chunk per group");
+                group_gates.copy_from_slice(gates_part);
+            }
+        }
+    };
+    let tokens = SPLIT_TOKENS_PER_TASK;
+    if n <= tokens {
+        // A decode step: on this thread, allocating nothing.
+        split_tokens(q_proj_out, queries, gate_scores);
+        return;
+    }
     // Blocks of tokens in parallel: one thread copying a 512-token chunk's projections was ~1 %
     // of its prefill, with the other cores idle.
-    let tokens = SPLIT_TOKENS_PER_TASK;
     let gate_row = num_heads * scores_per_head;
     let mut gate_blocks: Vec<&mut [f32]> = if gate_row == 0 {
         (0..n.div_ceil(tokens))
@@ -255,16 +273,7 @@ pub fn split_query_and_gate(
         .zip(queries.par_chunks_mut(tokens * num_heads * head_dim))
         .zip(gate_blocks.par_iter_mut())
         .for_each(|((projections, queries), gate_scores)| {
-            let query_chunks = queries.chunks_exact_mut(g * head_dim);
-            let mut gate_chunks = gate_scores.chunks_exact_mut(g * scores_per_head.max(1));
-            for (group, group_queries) in projections.chunks_exact(group_len).zip(query_chunks) {
-                let (queries_part, gates_part) = group.split_at(g * head_dim);
-                group_queries.copy_from_slice(queries_part);
-                if scores_per_head > 0 {
-                    let group_gates = gate_chunks.next().expect("one gate chunk per group");
-                    group_gates.copy_from_slice(gates_part);
-                }
-            }
+            split_tokens(projections, queries, gate_scores)
         });
 }
 
