@@ -2,9 +2,9 @@
 //! `GATTN_SIMD` value this CPU supports gives the same bits, with a bf16 and an int8 KV cache, on
 //! random checkpoints whose head dims are those of the real models (64, 128) and one with a tail
 //! (80), prefilled in chunks of 40, so later chunks attend to keys cached by earlier ones.
-//! Left out: the AMX table with a bf16 cache at head dims in whole 32-dim chunks, whose prefill
-//! runs on `tdpbf16ps` tiles that no emulation was found to reproduce
-//! (`gattn_kernels::matmul::amx::bf16_order`).
+//! Left out: the AMX table where its prefill attention runs on tiles (a bf16 cache at head dims
+//! in whole 32-dim chunks, an int8 one in 64-dim chunks), whose `tdpbf16ps` sums no emulation
+//! was found to reproduce (`gattn_kernels::matmul::amx::bf16_order`).
 
 mod support;
 

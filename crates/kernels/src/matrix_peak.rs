@@ -1,6 +1,7 @@
 //! Peak probes of the arithmetic instructions the kernels run: how many FLOP per second this
 //! machine retires with one instruction, on operands that stay in registers, all threads of the
-//! current rayon pool together. The instructions: AMX bf16 tiles (`tdpbf16ps`), AVX512-BF16 dot
+//! current rayon pool together. The instructions: AMX bf16 tiles (`tdpbf16ps`) and u8 x i8 tiles
+//! (`tdpbusd`, the scores over an int8 cache), AVX512-BF16 dot
 //! products (`vdpbf16ps`), the integer dot products over an int8 cache (`vpdpbusd` for the
 //! scores, `vpdpwssd` for `P V`; `vpmaddwd` with its `vpaddd` for both on AVX2), and f32 fused
 //! multiply-adds at each vector width (`vfmadd231ps` on ymm and zmm, NEON `fmla`). An integer
@@ -21,6 +22,8 @@ use crate::{KernelTable, SimdLevel};
 pub enum PeakInstruction {
     /// AMX `tdpbf16ps`: 16 x 16 results of 32-term bf16 dot products.
     AmxBf16Tile,
+    /// AMX `tdpbusd`: 16 x 16 results of 64-term u8 x i8 dot products.
+    AmxInt8Tile,
     /// AVX512-BF16 `vdpbf16ps`: 16 lanes of 2-term bf16 dot products.
     Avx512Bf16Dot,
     /// AVX512-VNNI `vpdpbusd` on zmm: 16 lanes of 4-term u8 x i8 dot products.
@@ -39,8 +42,9 @@ pub enum PeakInstruction {
 }
 
 impl PeakInstruction {
-    pub const ALL: [PeakInstruction; 8] = [
+    pub const ALL: [PeakInstruction; 9] = [
         PeakInstruction::AmxBf16Tile,
+        PeakInstruction::AmxInt8Tile,
         PeakInstruction::Avx512Bf16Dot,
         PeakInstruction::Avx512VnniDot,
         PeakInstruction::Avx512VnniWords,
@@ -54,6 +58,7 @@ impl PeakInstruction {
     pub fn name(self) -> &'static str {
         match self {
             PeakInstruction::AmxBf16Tile => "tdpbf16ps",
+            PeakInstruction::AmxInt8Tile => "tdpbusd",
             PeakInstruction::Avx512Bf16Dot => "vdpbf16ps",
             PeakInstruction::Avx512VnniDot => "vpdpbusd zmm",
             PeakInstruction::Avx512VnniWords => "vpdpwssd zmm",
@@ -68,6 +73,7 @@ impl PeakInstruction {
     fn flop(self) -> f64 {
         match self {
             PeakInstruction::AmxBf16Tile => 2.0 * 16.0 * 16.0 * 32.0,
+            PeakInstruction::AmxInt8Tile => 2.0 * 16.0 * 16.0 * 64.0,
             PeakInstruction::Avx512Bf16Dot => 2.0 * 16.0 * 2.0,
             PeakInstruction::Avx512VnniDot => 2.0 * 16.0 * 4.0,
             PeakInstruction::Avx512VnniWords => 2.0 * 16.0 * 2.0,
@@ -82,7 +88,13 @@ impl PeakInstruction {
     /// timer's resolution and the broadcast's start-up.
     fn per_pass(self) -> usize {
         match self {
-            PeakInstruction::AmxBf16Tile => 1 << 20,
+            // A software model's rate means nothing: a few products show that the pass runs.
+            PeakInstruction::AmxBf16Tile | PeakInstruction::AmxInt8Tile
+                if crate::dispatch::AMX_EMULATED =>
+            {
+                1 << 4
+            }
+            PeakInstruction::AmxBf16Tile | PeakInstruction::AmxInt8Tile => 1 << 20,
             PeakInstruction::Avx512Bf16Dot
             | PeakInstruction::Avx512VnniDot
             | PeakInstruction::Avx512VnniWords => 1 << 24,
@@ -96,7 +108,9 @@ impl PeakInstruction {
     /// Can this process run it (the CPU has it, and for AMX the OS granted the tiles)?
     pub fn is_available(self) -> bool {
         match self {
-            PeakInstruction::AmxBf16Tile => KernelTable::get(SimdLevel::Avx512, true).is_some(),
+            PeakInstruction::AmxBf16Tile | PeakInstruction::AmxInt8Tile => {
+                KernelTable::get(SimdLevel::Avx512, true).is_some()
+            }
             PeakInstruction::Avx512Bf16Dot => {
                 SimdLevel::Avx512.is_supported() && crate::dispatch::cpu_features().avx512_bf16
             }
@@ -158,8 +172,12 @@ pub fn attention_prefill_peak(
     head_dim: usize,
 ) -> Option<AttentionInstructions> {
     if prefill_uses_amx_tiles(table, dtype, head_dim) {
+        let scores = match dtype {
+            KvDtype::Int8 => PeakInstruction::AmxInt8Tile,
+            _ => PeakInstruction::AmxBf16Tile,
+        };
         return Some(AttentionInstructions {
-            scores: PeakInstruction::AmxBf16Tile,
+            scores,
             values: PeakInstruction::AmxBf16Tile,
         });
     }
@@ -273,7 +291,9 @@ unsafe fn run_pass(instruction: PeakInstruction) {
     unsafe {
         match instruction {
             #[cfg(target_arch = "x86_64")]
-            PeakInstruction::AmxBf16Tile => x86::tile_pass(n),
+            PeakInstruction::AmxBf16Tile => x86::tile_pass::<false>(n),
+            #[cfg(target_arch = "x86_64")]
+            PeakInstruction::AmxInt8Tile => x86::tile_pass::<true>(n),
             #[cfg(target_arch = "x86_64")]
             PeakInstruction::Avx512Bf16Dot => x86::bf16_dot_pass(n),
             #[cfg(target_arch = "x86_64")]
@@ -314,11 +334,11 @@ mod x86 {
     use core::arch::x86_64::*;
 
     /// Four independent accumulator tiles over two A and two B tiles (what the prefill
-    /// microkernels do, without the loads).
+    /// microkernels do, without the loads): `tdpbf16ps`, or `tdpbusd` with `INT8`.
     ///
     /// # Safety
     /// AMX must be usable by this process.
-    pub(super) unsafe fn tile_pass(n: usize) {
+    pub(super) unsafe fn tile_pass<const INT8: bool>(n: usize) {
         use crate::aligned::Aligned;
         use crate::matmul::amx::tiles::Tiles;
         // Small values (bf16 1/1024 pairs), so the sums stay normal numbers throughout.
@@ -338,10 +358,17 @@ mod x86 {
             tiles.load::<7>(ptr, 64);
         }
         for _ in 0..n / 4 {
-            tiles.dot_bf16::<0, 4, 6>();
-            tiles.dot_bf16::<1, 4, 7>();
-            tiles.dot_bf16::<2, 5, 6>();
-            tiles.dot_bf16::<3, 5, 7>();
+            if INT8 {
+                tiles.dot_u8_i8::<0, 4, 6>();
+                tiles.dot_u8_i8::<1, 4, 7>();
+                tiles.dot_u8_i8::<2, 5, 6>();
+                tiles.dot_u8_i8::<3, 5, 7>();
+            } else {
+                tiles.dot_bf16::<0, 4, 6>();
+                tiles.dot_bf16::<1, 4, 7>();
+                tiles.dot_bf16::<2, 5, 6>();
+                tiles.dot_bf16::<3, 5, 7>();
+            }
         }
     }
 
@@ -528,14 +555,19 @@ mod tests {
             );
         }
         if let Some(amx) = KernelTable::get(SimdLevel::Avx512, true) {
-            use PeakInstruction::{AmxBf16Tile, Avx512VnniDot, Avx512VnniWords};
+            use PeakInstruction::{AmxBf16Tile, AmxInt8Tile, Avx512VnniDot, Avx512VnniWords};
             assert_eq!(
                 attention_prefill_peak(amx, KvDtype::Bf16, 128),
                 pair(AmxBf16Tile, AmxBf16Tile)
             );
-            // An int8 cache stays on the vector path, with both integer dot products.
             assert_eq!(
                 attention_prefill_peak(amx, KvDtype::Int8, 128),
+                pair(AmxInt8Tile, AmxBf16Tile)
+            );
+            // At head dims in part chunks an int8 cache stays on the vector path, with both
+            // integer dot products.
+            assert_eq!(
+                attention_prefill_peak(amx, KvDtype::Int8, 96),
                 pair(Avx512VnniDot, Avx512VnniWords)
             );
         }

@@ -20,7 +20,15 @@
 //! at most 127 a block, and the blocks' largest weights sum to at most 1), below the cache's own
 //! rounding of V (half of `s_k`).
 //!
-//! Both: the scores are exact products (bf16 values summed in f32, or integers), whose error,
+//! The bound of an int8 cache on AMX tiles: `P V` is a bf16 product of V's integers `n_k`
+//! (exact in bf16) by the weights `p_k s_k` rounded to bf16, `p_k s_k (1 + d_k)` with `|d_k| <=
+//! u`, divided by the sum of the `p_k` as computed (f32): each output element moves by at most
+//! `u * sum_k w_k |v_k|`, `2^-8 max_k |v_k|` at most, half the bf16 cache's and, like it, about
+//! the cache's own rounding of V (half of `s_k`, `max |v| / 254`). (Quantizing `P` to u8 for
+//! `tdpbusd` instead would move weights by half of `m_T / 255` over blocks of 64 keys: up to
+//! `2^-3 max_k |v_k|`.)
+//!
+//! All: the scores are exact products (bf16 values summed in f32, or integers), whose error,
 //! like the exponential's (~1e-7 relative), is covered by a relative slack of 1e-5 of
 //! `sum_k w_k |v_k|` and 1e-6 absolute.
 
@@ -203,7 +211,9 @@ fn check(case: &Case, table: &KernelTable) -> Result<(), TestCaseError> {
     .unwrap();
 
     let u = BF16_UNIT_ROUNDOFF;
+    let on_tiles = prefill_uses_amx_tiles(table, case.dtype, d);
     let factor = match case.dtype {
+        KvDtype::Int8 if on_tiles => u + 1e-5,
         KvDtype::Int8 => 1e-5,
         _ => 2.0 * u / (1.0 - u) + 1e-5,
     };
@@ -211,7 +221,7 @@ fn check(case: &Case, table: &KernelTable) -> Result<(), TestCaseError> {
         let (h, w) = (row % heads, &probs[row * keys..][..keys]);
         let vh = v_heads[h / case.group];
         let steps = match case.dtype {
-            KvDtype::Int8 => int8_weight_steps_bound(w, vh, d),
+            KvDtype::Int8 if !on_tiles => int8_weight_steps_bound(w, vh, d),
             _ => vec![0.0; d],
         };
         for e in 0..d {
@@ -318,17 +328,20 @@ fn rounded_prefill_long_chunk_on_a_cache() {
     }
 }
 
-/// Other shapes run the vector kernel: head dims that are not whole 32-dim chunks, other KV
-/// dtypes, other levels.
+/// Other shapes run the vector kernel: head dims that are not whole chunks of 64 bytes (32 bf16
+/// or 64 int8 dims), an f32 cache, other levels.
 #[test]
-fn amx_prefill_takes_only_bf16_in_whole_chunks() {
+fn amx_prefill_takes_bf16_and_int8_in_whole_chunks() {
     if !amx_available() {
         return;
     }
     let amx = amx_table().expect("checked above");
     assert!(prefill_uses_amx_tiles(amx, KvDtype::Bf16, 128));
+    assert!(prefill_uses_amx_tiles(amx, KvDtype::Bf16, 96));
     assert!(!prefill_uses_amx_tiles(amx, KvDtype::Bf16, 72));
-    assert!(!prefill_uses_amx_tiles(amx, KvDtype::Int8, 128));
+    assert!(prefill_uses_amx_tiles(amx, KvDtype::Int8, 128));
+    assert!(prefill_uses_amx_tiles(amx, KvDtype::Int8, 64));
+    assert!(!prefill_uses_amx_tiles(amx, KvDtype::Int8, 96));
     assert!(!prefill_uses_amx_tiles(amx, KvDtype::F32, 128));
     let plain = KernelTable::get(SimdLevel::Avx512, false).expect("AMX implies AVX-512");
     assert!(!prefill_uses_amx_tiles(plain, KvDtype::Bf16, 128));

@@ -1,9 +1,9 @@
 //! The f32 kernels give the same bits with every kernel table (every SIMD level, AMX or not):
 //! RMSNorm, the SwiGLU combine, and attention (decode and prefill; its scores, softmax sums and
 //! V sums) sum in one fixed order (`fixed_sum`: 16 logical lanes, fused multiply-adds, a fixed
-//! tree) and use one `exp`. The exception is prefill on AMX tiles (bf16 KV, head dims in whole
-//! 32-dim chunks), whose `tdpbf16ps` sums no emulation was found to reproduce
-//! (`matmul::amx::bf16_order`): those cases are left out here.
+//! tree) and use one `exp`. The exception is prefill on AMX tiles (bf16 KV at head dims in whole
+//! 32-dim chunks, int8 KV in whole 64-dim chunks), whose `tdpbf16ps` sums no emulation was
+//! found to reproduce (`matmul::amx::bf16_order`): those cases are left out here.
 
 #[path = "attention_support.rs"]
 mod support;

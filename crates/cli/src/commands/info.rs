@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 
-use gattn_kernels::dispatch::{cpu_features, dispatch_choice};
+use gattn_kernels::dispatch::{AMX_EMULATED, cpu_features, dispatch_choice};
 use gattn_model::{KvCache, MemoryPlan, RopeScaling, available_memory};
 
 use crate::args::InfoArgs;
@@ -20,7 +20,11 @@ pub fn run(args: InfoArgs) -> Result<()> {
         features.vendor.name(),
         yes(features.avx512_vnni),
         yes(features.avx512_bf16),
-        yes(features.amx)
+        if AMX_EMULATED {
+            "emulated"
+        } else {
+            yes(features.amx)
+        }
     );
     println!("kernels:");
     for (operation, kernel) in table.entries() {

@@ -60,7 +60,7 @@ pub fn prefill_with_key_parts(
     check_call(level, &call, out)?;
     #[cfg(target_arch = "x86_64")]
     if super::amx_prefill::prefill_uses_amx_tiles(table, call.kv.dtype(), call.shape.head_dim) {
-        return super::amx_prefill::prefill(call, out, stats);
+        return super::amx_prefill::prefill(table, call, out, stats);
     }
     super::lane_prefill::prefill(table, call, out, stats, parts)
 }

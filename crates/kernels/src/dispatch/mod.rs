@@ -92,7 +92,9 @@ impl fmt::Display for SimdLevel {
 pub struct CpuFeatures {
     pub avx512_vnni: bool,
     pub avx512_bf16: bool,
-    /// AMX-TILE, -BF16 and -INT8 present, and the OS granted this process the tile state.
+    /// AMX-TILE, -BF16 and -INT8 present, and the OS granted this process the tile state (or,
+    /// in a build with the `emulated-amx` feature, the software model of the tiles: see
+    /// [`AMX_EMULATED`]).
     pub amx: bool,
     pub vendor: CpuVendor,
 }
@@ -114,6 +116,10 @@ impl CpuVendor {
     }
 }
 
+/// This build runs the AMX kernels on a software model of the tiles (the `emulated-amx`
+/// feature, for tests on hosts without AMX): `amx` then reports the model, not the CPU.
+pub const AMX_EMULATED: bool = cfg!(feature = "emulated-amx");
+
 /// Detected once (under a hypervisor each CPUID instruction traps, so asking per call is slow).
 pub fn cpu_features() -> CpuFeatures {
     static FEATURES: OnceLock<CpuFeatures> = OnceLock::new();
@@ -126,7 +132,11 @@ fn detect_cpu_features() -> CpuFeatures {
         CpuFeatures {
             avx512_vnni: std::arch::is_x86_feature_detected!("avx512vnni"),
             avx512_bf16: std::arch::is_x86_feature_detected!("avx512bf16"),
-            amx: cpu_has_amx() && os_grants_amx_tiles(),
+            amx: if AMX_EMULATED {
+                true
+            } else {
+                cpu_has_amx() && os_grants_amx_tiles()
+            },
             vendor: x86_vendor(),
         }
     }

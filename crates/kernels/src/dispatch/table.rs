@@ -217,13 +217,15 @@ impl KernelTable {
 
     /// Where prefill attention runs (`attention::prefill_on` decides with
     /// [`crate::attention::prefill_uses_amx_tiles`]). The AMX tiles sum their bf16 products in
-    /// an order no vector code reproduces, so there (and only there) the logits of a bf16 cache
-    /// differ in the last bits from every other level's; `GATTN_SIMD=avx512` gives those.
+    /// an order no vector code reproduces (and over an int8 cache weigh V in bf16, not in the
+    /// vector kernels' integers), so there (and only there) the logits differ in the last bits
+    /// from every other level's; `GATTN_SIMD=avx512` gives those.
     fn prefill_attention(&self) -> &'static str {
         match (self.level, self.amx) {
             (_, true) => {
-                "amx tdpbf16ps tiles for a bf16 cache at head_dim a multiple of 32 (not bit-identical to \
-                 the other levels), else query rows in avx512 lanes: vdpbf16ps, int8 on vpdpbusd + vpdpwssd"
+                "amx tiles (not bit-identical to the other levels): tdpbf16ps for a bf16 cache at \
+                 head_dim a multiple of 32, tdpbusd + tdpbf16ps for an int8 cache at a multiple of \
+                 64; else query rows in avx512 lanes: vdpbf16ps, int8 on vpdpbusd + vpdpwssd"
             }
             (SimdLevel::Avx512, false) => match (self.lane_dots.bf16, self.lane_dots.int8) {
                 (true, true) => {

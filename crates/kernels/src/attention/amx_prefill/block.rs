@@ -1,22 +1,35 @@
 //! One work item of AMX prefill: a block of query rows of one KV head streaming its keys.
 
-use super::DIM_CHUNK;
-use super::tiles::{self, KEY_GROUP, SoftmaxLanes, TILE, TILE_WORDS};
+use super::tiles::{self, Int8TileScales, KEY_GROUP, RawScores, SoftmaxLanes, TILE, TILE_WORDS};
+use super::{DIM_CHUNK, INT8_DIM_CHUNK};
 use crate::aligned::LineVec;
-use crate::attention::kv::KvHeadView;
+use crate::attention::int8_queries::Int8Queries;
+use crate::attention::kv::{KvDtype, KvHeadView};
 use crate::matmul::amx::tiles::Tiles;
 
 /// Keys per step: the scores of a pair of query tiles over a step (8 KiB) and the step's packed
 /// V (16 KiB at head_dim 128) stay in L1 beside the pair's accumulators.
 const KEY_STEP: usize = 64;
 
+/// A block's query rows as the kernel gets them.
+pub(super) enum BlockQueries<'q> {
+    /// For a bf16 cache: f32 rows, rounded to bf16 as they are packed.
+    Bf16(Vec<&'q [f32]>),
+    /// For an int8 cache: the rows already rounded to int8 (times `1 / sqrt(head_dim)`).
+    Int8(&'q Int8Queries),
+}
+
 /// One work item: a block of query rows of one KV head, and its softmax state.
 pub(super) struct Block<'a> {
     kv: KvHeadView<'a>,
     /// Query tiles, even (padding rows are zero queries at the last row's position).
     query_tiles: usize,
-    /// `[tile][dim chunk][pair][query]` bf16 pairs.
+    /// Dim chunks of a query tile: one tile of 64 bytes a row each (32 bf16 or 64 int8 dims).
+    chunks: usize,
+    /// `[tile][dim chunk][pair][query]` bf16 pairs, or `[tile][dim chunk][group][query]` 4 int8.
     queries: LineVec<u32>,
+    /// Int8 cache: per query tile, the scales and bias corrections of its rows; else empty.
+    int8: Vec<Int8TileScales>,
     position: Vec<[i32; TILE]>,
     /// Past the last key any row of the block sees.
     key_end: usize,
@@ -49,13 +62,13 @@ impl BlockState {
 }
 
 impl<'a> Block<'a> {
-    pub(super) fn new<'q>(
+    pub(super) fn new(
         kv: KvHeadView<'a>,
-        queries: impl ExactSizeIterator<Item = &'q [f32]>,
+        queries: BlockQueries<'_>,
         positions: impl ExactSizeIterator<Item = usize>,
     ) -> Block<'a> {
         let d = kv.head_dim;
-        let rows = queries.len();
+        let rows = positions.len();
         let query_tiles = rows.div_ceil(TILE).next_multiple_of(2);
         let positions: Vec<usize> = positions.collect();
         let last = *positions.last().expect("a block has rows");
@@ -64,24 +77,43 @@ impl<'a> Block<'a> {
                 core::array::from_fn(|i| *positions.get(tile * TILE + i).unwrap_or(&last) as i32)
             })
             .collect();
+        let chunks = match queries {
+            BlockQueries::Bf16(_) => d / DIM_CHUNK,
+            BlockQueries::Int8(_) => d / INT8_DIM_CHUNK,
+        };
         let mut packed = LineVec::default();
-        packed.reset(query_tiles * d / DIM_CHUNK * TILE_WORDS);
-        let rows_q: Vec<&[f32]> = queries.collect();
-        for (tile, dst) in packed
-            .chunks_exact_mut(d / DIM_CHUNK * TILE_WORDS)
-            .enumerate()
-        {
-            let tile_rows: [Option<&[f32]>; TILE] =
-                core::array::from_fn(|i| rows_q.get(tile * TILE + i).copied());
-            // SAFETY: AVX512-BF16 is present wherever AMX is (`prefill_uses_amx_tiles`).
-            unsafe { tiles::pack_queries(&tile_rows, d, dst) };
+        packed.reset(query_tiles * chunks * TILE_WORDS);
+        let mut int8 = Vec::new();
+        for (tile, dst) in packed.chunks_exact_mut(chunks * TILE_WORDS).enumerate() {
+            let row = |i: usize| Some(tile * TILE + i).filter(|&r| r < rows);
+            match &queries {
+                BlockQueries::Bf16(rows_q) => {
+                    let tile_rows = core::array::from_fn(|i| row(i).map(|r| rows_q[r]));
+                    // SAFETY: AVX512-BF16 is present wherever AMX is (`prefill_uses_amx_tiles`).
+                    unsafe { tiles::pack_queries(&tile_rows, d, dst) };
+                }
+                BlockQueries::Int8(rounded) => {
+                    let tile_rows = core::array::from_fn(|i| row(i).map(|r| rounded.row(r)));
+                    // SAFETY: AVX-512 is present wherever AMX is.
+                    unsafe { tiles::pack_int8_queries(&tile_rows, d, dst) };
+                    // Padding rows: zero bytes, scale and bias, so zero scores.
+                    let mut scales = Int8TileScales::default();
+                    for (i, r) in (0..TILE).filter_map(|i| row(i).map(|r| (i, r))) {
+                        scales.scale[i] = rounded.scale(r);
+                        scales.bias[i] = rounded.bias_correction(r);
+                    }
+                    int8.push(scales);
+                }
+            }
         }
         let mut acc = LineVec::default();
         acc.reset(query_tiles * d / TILE * TILE_WORDS);
         Block {
             kv,
             query_tiles,
+            chunks,
             queries: packed,
+            int8,
             key_end: positions.iter().max().map_or(0, |&p| p + 1),
             position,
             m: vec![[f32::NEG_INFINITY; TILE]; query_tiles],
@@ -103,6 +135,7 @@ impl<'a> Block<'a> {
         let mut probs = LineVec::<u32>::default();
         probs.reset(2 * KEY_STEP / KEY_GROUP * TILE_WORDS);
         let mut tail_keys = LineVec::<u32>::default();
+        let mut step_scales = StepScales::default();
 
         let pair_max: Vec<usize> = (0..self.query_tiles / 2)
             .map(|pair| {
@@ -113,6 +146,7 @@ impl<'a> Block<'a> {
         for k0 in (0..self.key_end).step_by(KEY_STEP) {
             let step_keys = KEY_STEP.min(self.key_end - k0);
             self.pack_values(k0, step_keys, &mut values);
+            step_scales.fill(&self.kv, k0, step_keys);
             let (keys, stride) = self.key_rows(k0, &mut tail_keys);
             for (pair, &max_position) in pair_max.iter().enumerate() {
                 if max_position < k0 {
@@ -128,6 +162,7 @@ impl<'a> Block<'a> {
                     keys,
                     stride,
                     &values,
+                    &step_scales,
                     &mut scores,
                     &mut probs,
                 );
@@ -166,7 +201,12 @@ impl<'a> Block<'a> {
                 (key < step_keys).then(|| &self.kv.v[(k0 + key) * rw..][..rw])
             });
             // SAFETY: AVX-512 BW is present wherever AMX is.
-            unsafe { tiles::pack_values(&rows, d, dst) };
+            unsafe {
+                match self.kv.dtype {
+                    KvDtype::Int8 => tiles::pack_int8_values(&rows, d, dst),
+                    _ => tiles::pack_values(&rows, d, dst),
+                }
+            };
         }
     }
 
@@ -185,11 +225,13 @@ impl<'a> Block<'a> {
         keys: *const u8,
         stride: usize,
         values: &[u32],
+        step_scales: &StepScales,
         scores: &mut [f32],
         probs: &mut [u32],
     ) {
         let d = self.kv.head_dim;
-        let chunks = d / DIM_CHUNK;
+        let chunks = self.chunks;
+        let int8 = !self.int8.is_empty();
         let dim_tiles = d / TILE;
         let (ta, tb) = (2 * pair, 2 * pair + 1);
         let q_tile = |t: usize| {
@@ -199,19 +241,18 @@ impl<'a> Block<'a> {
         };
         let (sa, sb) = scores.split_at_mut(KEY_STEP * TILE);
         for g in 0..groups {
+            let k = keys.wrapping_add(g * KEY_GROUP * stride);
+            let (qa, qb) = (q_tile(ta), q_tile(tb));
+            let out_a = sa[g * KEY_GROUP * TILE..].as_mut_ptr().cast();
+            let out_b = sb[g * KEY_GROUP * TILE..].as_mut_ptr().cast();
             // SAFETY: key rows k0 + 32g .. + 32 are inside `keys` (a whole step); the query
             // tiles hold `chunks` tiles; the scores hold KEY_STEP rows per tile.
             unsafe {
-                tiles::scores_32x32(
-                    tiles,
-                    keys.add(g * KEY_GROUP * stride),
-                    stride,
-                    q_tile(ta),
-                    q_tile(tb),
-                    chunks,
-                    sa[g * KEY_GROUP * TILE..].as_mut_ptr().cast(),
-                    sb[g * KEY_GROUP * TILE..].as_mut_ptr().cast(),
-                )
+                if int8 {
+                    tiles::scores_32x32::<true>(tiles, k, stride, qa, qb, chunks, out_a, out_b)
+                } else {
+                    tiles::scores_32x32::<false>(tiles, k, stride, qa, qb, chunks, out_a, out_b)
+                }
             };
         }
         let acc_words = dim_tiles * TILE_WORDS;
@@ -224,15 +265,23 @@ impl<'a> Block<'a> {
                 s0: &mut self.s0[t],
                 position: &self.position[t],
             };
+            let raw = match self.int8.get(t) {
+                None => RawScores::Bf16 { sums: s, scale },
+                Some(queries) => RawScores::Int8 {
+                    sums: bytemuck::cast_slice(s),
+                    queries,
+                    k_scale: &step_scales.k,
+                    v_scale: &step_scales.v,
+                },
+            };
             // SAFETY: AVX512-BF16 is present wherever AMX is.
             unsafe {
                 tiles::softmax_step(
                     simd,
                     state,
-                    s,
+                    raw,
                     k0,
                     groups,
-                    scale,
                     &mut self.acc[t * acc_words..][..acc_words],
                     &mut probs[p * prob_words..][..prob_words],
                 )
@@ -253,5 +302,25 @@ impl<'a> Block<'a> {
                 dim_tiles,
             )
         };
+    }
+}
+
+/// An int8 cache's K and V scales of one key step, zero past its keys (empty for other caches).
+#[derive(Default)]
+struct StepScales {
+    k: Vec<f32>,
+    v: Vec<f32>,
+}
+
+impl StepScales {
+    fn fill(&mut self, kv: &KvHeadView<'_>, k0: usize, step_keys: usize) {
+        if kv.dtype != KvDtype::Int8 {
+            return;
+        }
+        for (dst, src) in [(&mut self.k, kv.k_scale), (&mut self.v, kv.v_scale)] {
+            dst.clear();
+            dst.extend_from_slice(&src[k0..k0 + step_keys]);
+            dst.resize(KEY_STEP, 0.0);
+        }
     }
 }

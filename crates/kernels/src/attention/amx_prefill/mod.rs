@@ -1,7 +1,10 @@
-//! Prefill attention on AMX tiles for a bf16 KV cache (issue 25): flash attention whose two
-//! products, `Q K^T` and `P V`, are `tdpbf16ps` tile products with f32 sums (queries and
-//! probabilities rounded to bf16), the online softmax between them in AVX-512, and the gate
-//! fused in the same epilogue as the vector kernel (`epilogue::write_row`).
+//! Prefill attention on AMX tiles (issue 25): flash attention whose two products, `Q K^T` and
+//! `P V`, are tile products, the online softmax between them in AVX-512, and the gate fused in
+//! the same epilogue as the vector kernel (`epilogue::write_row`). Over a bf16 cache both are
+//! `tdpbf16ps` with f32 sums (queries and probabilities rounded to bf16); over an int8 cache
+//! `Q K^T` is `tdpbusd` on the stored key bytes and the queries rounded to int8 (as the vector
+//! kernels round them), and `P V` is `tdpbf16ps` on V's integers with each key's V scale folded
+//! into its probability.
 //!
 //! Work split: one item per (KV head, block of query positions); a block's rows are its
 //! positions times the query heads of the KV head (GQA shares every K/V tile), in tiles of 16,
@@ -21,14 +24,19 @@ use crate::KernelTable;
 #[cfg(target_arch = "x86_64")]
 pub(crate) use split::prefill;
 
-/// Dims of one `Q K` tile product (16 bf16 pairs).
+/// Dims of one `Q K` tile product over a bf16 cache (16 bf16 pairs).
 const DIM_CHUNK: usize = 32;
+/// Dims of one `Q K` tile product over an int8 cache (16 groups of 4 bytes).
+const INT8_DIM_CHUNK: usize = 64;
 
 /// Does prefill with `table`'s kernels on a `dtype` cache of `head_dim` run on AMX tiles?
-/// (Other cases run the vector kernel: the tiles read the stored rows in whole 32-dim chunks.)
+/// (Other cases run the vector kernel: the tiles read the stored rows in whole chunks of 64
+/// bytes, 32 bf16 or 64 int8 dims.)
 pub fn prefill_uses_amx_tiles(table: &KernelTable, dtype: KvDtype, head_dim: usize) -> bool {
-    cfg!(target_arch = "x86_64")
-        && table.amx()
-        && dtype == KvDtype::Bf16
-        && head_dim.is_multiple_of(DIM_CHUNK)
+    let whole_chunks = match dtype {
+        KvDtype::Bf16 => head_dim.is_multiple_of(DIM_CHUNK),
+        KvDtype::Int8 => head_dim.is_multiple_of(INT8_DIM_CHUNK),
+        KvDtype::F32 => false,
+    };
+    cfg!(target_arch = "x86_64") && table.amx() && whole_chunks
 }

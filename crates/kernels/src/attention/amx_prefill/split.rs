@@ -3,9 +3,12 @@
 
 use rayon::prelude::*;
 
-use super::block::Block;
+use super::block::{Block, BlockQueries};
 use super::tiles::TILE;
+use crate::KernelTable;
 use crate::attention::epilogue::{FinalRow, write_row};
+use crate::attention::int8_queries::Int8Queries;
+use crate::attention::kv::KvDtype;
 use crate::attention::prefill::{row_gate, scatter_items};
 use crate::attention::stats::AttentionStats;
 use crate::attention::{AttentionCall, AttentionError};
@@ -18,8 +21,9 @@ const MAX_BLOCK_TILES: usize = 32;
 const ITEMS_PER_THREAD: usize = 4;
 
 /// [`super::prefill`] on AMX tiles; the arguments are checked already and
-/// [`super::prefill_uses_amx_tiles`] holds.
+/// [`super::prefill_uses_amx_tiles`] holds for `table`.
 pub(crate) fn prefill(
+    table: &KernelTable,
     call: AttentionCall<'_>,
     out: &mut [f32],
     stats: Option<&mut AttentionStats>,
@@ -52,12 +56,20 @@ pub(crate) fn prefill(
             let rows: Vec<(usize, usize)> = (t_begin..t_end)
                 .flat_map(|t| (0..group).map(move |g| (t, j * group + g)))
                 .collect();
-            let query = |&(t, h): &(usize, usize)| &q[(t * num_heads + h) * head_dim..][..head_dim];
-            let block = Block::new(
-                kv.head(j),
-                rows.iter().map(query),
-                rows.iter().map(|&(t, _)| q_start + t),
-            );
+            let offset = |&(t, h): &(usize, usize)| (t * num_heads + h) * head_dim;
+            let head = kv.head(j);
+            // An int8 cache's queries, rounded on the table's int8 K row encoder (the bytes the
+            // vector kernels use).
+            let mut rounded = Int8Queries::default();
+            let queries = if head.dtype == KvDtype::Int8 {
+                let factor = 1.0 / (head_dim as f32).sqrt();
+                let offsets = rows.iter().map(offset);
+                rounded.fill_with(table, q, offsets, head_dim, head.row_words, factor);
+                BlockQueries::Int8(&rounded)
+            } else {
+                BlockQueries::Bf16(rows.iter().map(|r| &q[offset(r)..][..head_dim]).collect())
+            };
+            let block = Block::new(head, queries, rows.iter().map(|&(t, _)| q_start + t));
             let state = block.run();
             let mut local = want_stats.then(AttentionStats::default);
             let mut item_out = vec![0.0f32; rows.len() * head_dim];

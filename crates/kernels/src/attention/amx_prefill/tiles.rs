@@ -8,16 +8,23 @@
 //! `O += P V`, whose second operand is V pair-interleaved along keys (packed once per key step
 //! for every query tile of the block).
 //!
-//! Buffer layouts (u32 words hold bf16 pairs, low half first; every tile is 16 rows of 64 bytes):
-//! - queries `[query tile][dim chunk of 32][pair p][query i]`;
-//! - scores `[query tile of the pair][key][query i]` (f32);
+//! Over an int8 cache the scores are `tdpbusd` products instead: the stored key bytes (+128,
+//! unsigned) by the queries rounded to int8 (signed), 64 dims a tile; the i32 sums lose the
+//! bias and take the query and key scales on their way into the softmax. `P V` stays a bf16
+//! product: V's integers are exact in bf16, and each key's V scale is folded into its
+//! probability before the rounding (`RawScores`).
+//!
+//! Buffer layouts (u32 words hold bf16 pairs, low half first, or 4 int8; every tile is 16 rows of
+//! 64 bytes):
+//! - queries `[query tile][dim chunk of 32 (int8: 64)][pair p (int8: group of 4)][query i]`;
+//! - scores `[query tile of the pair][key][query i]` (f32, or i32 over an int8 cache);
 //! - probabilities `[query tile of the pair][key group of 32][query i][key pair p]`;
 //! - V `[key group of 32][dim chunk of 16][key pair p][dim d]`;
 //! - output accumulators `[query tile][dim chunk of 16][query i][dim d]` (f32).
 
 use core::arch::x86_64::*;
 
-use super::DIM_CHUNK;
+use super::{DIM_CHUNK, INT8_DIM_CHUNK};
 use crate::matmul::amx::tiles::Tiles;
 use crate::matmul::amx::transpose::transpose16;
 
@@ -31,7 +38,9 @@ const TILE_BYTES: usize = TILE_WORDS * 4;
 const ROW_BYTES: usize = 64;
 
 /// `S^T` of 32 keys (`k`: 16 + 16 rows of `k_stride` bytes) by 32 queries (packed tiles `qa`,
-/// `qb`) over `chunks` dim chunks, stored to `sa` / `sb` (`[32 keys][16 queries]` f32 each).
+/// `qb`) over `chunks` dim chunks of 64 bytes, stored to `sa` / `sb` (`[32 keys][16 queries]`
+/// each): f32 sums of bf16 pairs, or with `INT8` i32 sums of the key bytes (unsigned) by the
+/// query bytes (signed).
 ///
 /// # Safety
 /// The 32 key rows must be readable for `chunks * 64` bytes each; `qa`, `qb` hold `chunks` tiles;
@@ -41,7 +50,7 @@ const ROW_BYTES: usize = 64;
     reason = "an AMX microkernel: tile buffers and strides, passed in registers"
 )]
 #[inline]
-pub(super) unsafe fn scores_32x32(
+pub(super) unsafe fn scores_32x32<const INT8: bool>(
     tiles: &Tiles,
     k: *const u8,
     k_stride: usize,
@@ -64,10 +73,17 @@ pub(super) unsafe fn scores_32x32(
             tiles.load::<6>(qa.add(c * TILE_BYTES), ROW_BYTES);
             tiles.load::<7>(qb.add(c * TILE_BYTES), ROW_BYTES);
         }
-        tiles.dot_bf16::<0, 4, 6>();
-        tiles.dot_bf16::<1, 5, 6>();
-        tiles.dot_bf16::<2, 4, 7>();
-        tiles.dot_bf16::<3, 5, 7>();
+        if INT8 {
+            tiles.dot_u8_i8::<0, 4, 6>();
+            tiles.dot_u8_i8::<1, 5, 6>();
+            tiles.dot_u8_i8::<2, 4, 7>();
+            tiles.dot_u8_i8::<3, 5, 7>();
+        } else {
+            tiles.dot_bf16::<0, 4, 6>();
+            tiles.dot_bf16::<1, 5, 6>();
+            tiles.dot_bf16::<2, 4, 7>();
+            tiles.dot_bf16::<3, 5, 7>();
+        }
     }
     // SAFETY: the caller's contract: keys 0..16 then 16..32 of each query tile.
     unsafe {
@@ -183,6 +199,64 @@ pub(super) fn pack_values(rows: &[Option<&[u32]>; KEY_GROUP], head_dim: usize, d
     }
 }
 
+/// Packs one query tile of int8 queries: `rows[i]` is query `i`'s bytes (`head_dim` of them, a
+/// multiple of 64; None: a padding row, zero), transposed into `dst` (`head_dim / 64` tiles) so
+/// that row `p` of a tile holds bytes `4p .. 4p + 4` of every query.
+#[target_feature(enable = "avx512f")]
+pub(super) fn pack_int8_queries(rows: &[Option<&[u8]>; TILE], head_dim: usize, dst: &mut [u32]) {
+    for c in 0..head_dim / INT8_DIM_CHUNK {
+        let mut regs = [_mm512_setzero_ps(); TILE];
+        for (reg, row) in regs.iter_mut().zip(rows) {
+            if let Some(row) = row {
+                let x = &row[c * INT8_DIM_CHUNK..][..INT8_DIM_CHUNK];
+                // SAFETY: x holds 64 bytes.
+                *reg = unsafe { _mm512_loadu_ps(x.as_ptr().cast()) };
+            }
+        }
+        transpose16(&mut regs);
+        store_tile(&regs, &mut dst[c * TILE_WORDS..][..TILE_WORDS]);
+    }
+}
+
+/// Packs a key group of an int8 cache's V as [`pack_values`] packs bf16 rows: `rows[2p]`,
+/// `rows[2p + 1]` (stored bytes, +128; None: zero) as bf16 integers (exact: `|n| <= 128`),
+/// interleaved into pair words per dim. The V scales are applied to the probabilities instead.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+pub(super) fn pack_int8_values(
+    rows: &[Option<&[u32]>; KEY_GROUP],
+    head_dim: usize,
+    dst: &mut [u32],
+) {
+    let bias = _mm512_set1_epi32(128);
+    let high_half = _mm512_set1_epi32(0xffff_0000u32 as i32);
+    // 16 stored bytes (dims 16 c ..) as the bits of f32 integers; a bf16 is the upper half.
+    let integers = |row: Option<&[u32]>, c: usize| -> __m512i {
+        match row {
+            Some(row) => {
+                let words = &row[c * TILE / 4..][..TILE / 4];
+                // SAFETY: 16 bytes.
+                let bytes = unsafe { _mm_loadu_si128(words.as_ptr().cast()) };
+                let n = _mm512_sub_epi32(_mm512_cvtepu8_epi32(bytes), bias);
+                _mm512_castps_si512(_mm512_cvtepi32_ps(n))
+            }
+            None => _mm512_setzero_si512(),
+        }
+    };
+    for p in 0..TILE {
+        for c in 0..head_dim / TILE {
+            let even = integers(rows[2 * p], c);
+            let odd = integers(rows[2 * p + 1], c);
+            let words = _mm512_or_si512(
+                _mm512_srli_epi32::<16>(even),
+                _mm512_and_si512(odd, high_half),
+            );
+            let row = &mut dst[c * TILE_WORDS + p * TILE..][..TILE];
+            // SAFETY: row holds 16 words.
+            unsafe { _mm512_storeu_si512(row.as_mut_ptr().cast(), words) };
+        }
+    }
+}
+
 /// Words `16 c .. 16 c + 16` of a stored row (None: zeros).
 #[inline]
 #[target_feature(enable = "avx512f")]
@@ -212,11 +286,34 @@ pub(super) struct SoftmaxLanes<'a> {
 /// when the maximum jumps, not at every small increase.
 const LAZY_RESCALE: f32 = 8.0;
 
-/// One key step of a query tile: `scores` (`[groups * 32 keys][16]`, raw dot products of keys
-/// `k0..`) are scaled, masked causally, exponentiated against the (possibly raised) shift and
-/// written as bf16 probabilities to `probs` (`groups` tiles); the rounded probabilities are
-/// added to `l`. If a shift rises, that query's accumulators `acc` (`[dim tile][16][16]`) and
-/// `l` are rescaled first.
+/// A query tile's raw sums over a key step (`[keys][16 queries]`), and how they become scores.
+pub(super) enum RawScores<'a> {
+    /// f32 sums of bf16 products, times `scale` (`1 / sqrt(head_dim)`).
+    Bf16 { sums: &'a [f32], scale: f32 },
+    /// i32 sums of key bytes (+128) by int8 queries (already times `1 / sqrt(head_dim)`):
+    /// score = `(sum - bias) * (q_scale * k_scale)`, as the vector kernels compute it.
+    /// `k_scale`, `v_scale`: the step's keys (zero past the cache).
+    Int8 {
+        sums: &'a [i32],
+        queries: &'a Int8TileScales,
+        k_scale: &'a [f32],
+        v_scale: &'a [f32],
+    },
+}
+
+/// Per query of a tile over an int8 cache: its scale, and `128 * sum(q)`, what the keys' +128
+/// bias adds to a sum.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Int8TileScales {
+    pub scale: [f32; TILE],
+    pub bias: [i32; TILE],
+}
+
+/// One key step of a query tile: the `raw` sums of keys `k0..` (`groups * 32` of them) are
+/// scaled, masked causally, exponentiated against the (possibly raised) shift and written as
+/// bf16 probabilities to `probs` (`groups` tiles); the probabilities are added to `l` (bf16 KV:
+/// as rounded; int8 KV: before each is multiplied by its key's V scale and rounded). If a shift
+/// rises, that query's accumulators `acc` (`[dim tile][16][16]`) and `l` are rescaled first.
 #[allow(
     clippy::too_many_arguments,
     reason = "an AMX microkernel: tile buffers and strides, passed in registers"
@@ -225,10 +322,9 @@ const LAZY_RESCALE: f32 = 8.0;
 pub(super) fn softmax_step(
     simd: pulp::x86::V4,
     state: SoftmaxLanes<'_>,
-    scores: &[f32],
+    raw: RawScores<'_>,
     k0: usize,
     groups: usize,
-    scale: f32,
     acc: &mut [f32],
     probs: &mut [u32],
 ) {
@@ -237,18 +333,42 @@ pub(super) fn softmax_step(
     let min_position = *state.position.iter().min().expect("16 lanes") as usize;
     let mut x = [_mm512_setzero_ps(); 128];
     let x = &mut x[..keys];
-    let scale_v = _mm512_set1_ps(scale);
     let mut tile_max = _mm512_set1_ps(f32::NEG_INFINITY);
-    for (key, xk) in x.iter_mut().enumerate() {
-        // SAFETY: scores holds `keys` rows of 16.
-        let s = unsafe { _mm512_loadu_ps(scores.as_ptr().add(key * TILE)) };
-        let mut s = _mm512_mul_ps(s, scale_v);
+    let mut masked = |key: usize, mut s: __m512| {
         if k0 + key > min_position {
             let hidden = _mm512_cmplt_epi32_mask(position, _mm512_set1_epi32((k0 + key) as i32));
             s = _mm512_mask_mov_ps(s, hidden, _mm512_set1_ps(f32::NEG_INFINITY));
         }
         tile_max = _mm512_max_ps(tile_max, s);
-        *xk = s;
+        s
+    };
+    let mut v_scale = None;
+    match raw {
+        RawScores::Bf16 { sums, scale } => {
+            let scale_v = _mm512_set1_ps(scale);
+            for (key, xk) in x.iter_mut().enumerate() {
+                // SAFETY: sums holds `keys` rows of 16.
+                let s = unsafe { _mm512_loadu_ps(sums.as_ptr().add(key * TILE)) };
+                *xk = masked(key, _mm512_mul_ps(s, scale_v));
+            }
+        }
+        RawScores::Int8 {
+            sums,
+            queries,
+            k_scale,
+            v_scale: values,
+        } => {
+            let q_scale = load_f32(&queries.scale);
+            let q_bias = load_i32(&queries.bias);
+            for ((key, xk), &k_scale) in x.iter_mut().enumerate().zip(&k_scale[..keys]) {
+                // SAFETY: sums holds `keys` rows of 16.
+                let sum = unsafe { _mm512_loadu_si512(sums.as_ptr().add(key * TILE).cast()) };
+                let dot = _mm512_cvtepi32_ps(_mm512_sub_epi32(sum, q_bias));
+                let s = _mm512_mul_ps(dot, _mm512_mul_ps(q_scale, _mm512_set1_ps(k_scale)));
+                *xk = masked(key, s);
+            }
+            v_scale = Some(&values[..keys]);
+        }
     }
     if k0 == 0 {
         store_f32(x[0], state.s0);
@@ -277,14 +397,29 @@ pub(super) fn softmax_step(
     for g in 0..groups {
         let mut words = [_mm512_setzero_ps(); TILE];
         for (p, w) in words.iter_mut().enumerate() {
-            let even = exp(simd, _mm512_sub_ps(x[g * KEY_GROUP + 2 * p], m));
-            let odd = exp(simd, _mm512_sub_ps(x[g * KEY_GROUP + 2 * p + 1], m));
-            let halves = m512bh_bits(_mm512_cvtne2ps_pbh(odd, even));
-            let pair = _mm512_permutexvar_epi16(pair_index, halves);
-            // The sum takes the probabilities as rounded, so the weights stay normalized.
-            let rounded_even = _mm512_castsi512_ps(_mm512_slli_epi32::<16>(pair));
-            let rounded_odd = _mm512_castsi512_ps(_mm512_and_si512(pair, high_half));
-            l = _mm512_add_ps(l, _mm512_add_ps(rounded_even, rounded_odd));
+            let key = g * KEY_GROUP + 2 * p;
+            let even = exp(simd, _mm512_sub_ps(x[key], m));
+            let odd = exp(simd, _mm512_sub_ps(x[key + 1], m));
+            let pair = match v_scale {
+                None => {
+                    let halves = m512bh_bits(_mm512_cvtne2ps_pbh(odd, even));
+                    let pair = _mm512_permutexvar_epi16(pair_index, halves);
+                    // The sum takes the probabilities as rounded, so the weights stay
+                    // normalized.
+                    let rounded_even = _mm512_castsi512_ps(_mm512_slli_epi32::<16>(pair));
+                    let rounded_odd = _mm512_castsi512_ps(_mm512_and_si512(pair, high_half));
+                    l = _mm512_add_ps(l, _mm512_add_ps(rounded_even, rounded_odd));
+                    pair
+                }
+                Some(v_scale) => {
+                    // V holds integers: its scale goes into the weights, one rounding each.
+                    let even_v = _mm512_mul_ps(even, _mm512_set1_ps(v_scale[key]));
+                    let odd_v = _mm512_mul_ps(odd, _mm512_set1_ps(v_scale[key + 1]));
+                    let halves = m512bh_bits(_mm512_cvtne2ps_pbh(odd_v, even_v));
+                    l = _mm512_add_ps(l, _mm512_add_ps(even, odd));
+                    _mm512_permutexvar_epi16(pair_index, halves)
+                }
+            };
             *w = _mm512_castsi512_ps(pair);
         }
         transpose16(&mut words);

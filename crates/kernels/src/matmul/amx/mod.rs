@@ -8,5 +8,7 @@ pub(crate) mod bf16;
 #[cfg(test)]
 mod bf16_order;
 pub(crate) mod int8;
+// Under `emulated-amx`, a software model with the same interface (for tests on hosts without AMX).
+#[cfg_attr(feature = "emulated-amx", path = "tiles_emulated.rs")]
 pub(crate) mod tiles;
 pub(crate) mod transpose;

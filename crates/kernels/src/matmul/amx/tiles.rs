@@ -98,6 +98,17 @@ impl Tiles {
                  options(nostack, nomem))
         };
     }
+
+    /// `C += A B` in groups of 4 bytes, A's unsigned and B's signed, with i32 sums:
+    /// `C[i][j] += sum_p A[i][4p..4p+4] (u8) . B[p][4j..4j+4] (i8)`.
+    #[inline(always)]
+    pub(crate) fn dot_u8_i8<const C: u8, const A: u8, const B: u8>(&self) {
+        // SAFETY: as for `dot_bf16`.
+        unsafe {
+            asm!("tdpbusd tmm{c}, tmm{a}, tmm{b}", c = const C, a = const A, b = const B,
+                 options(nostack, nomem))
+        };
+    }
 }
 
 impl Drop for Tiles {
