@@ -340,6 +340,7 @@ mod x86 {
     /// AMX must be usable by this process.
     pub(super) unsafe fn tile_pass<const INT8: bool>(n: usize) {
         use crate::aligned::Aligned;
+        use crate::attention::score_product;
         use crate::matmul::amx::tiles::Tiles;
         // Small values (bf16 1/1024 pairs), so the sums stay normal numbers throughout.
         let operand = Aligned([0x3a80_3a80u32; 256]);
@@ -358,17 +359,10 @@ mod x86 {
             tiles.load::<7>(ptr, 64);
         }
         for _ in 0..n / 4 {
-            if INT8 {
-                tiles.dot_u8_i8::<0, 4, 6>();
-                tiles.dot_u8_i8::<1, 4, 7>();
-                tiles.dot_u8_i8::<2, 5, 6>();
-                tiles.dot_u8_i8::<3, 5, 7>();
-            } else {
-                tiles.dot_bf16::<0, 4, 6>();
-                tiles.dot_bf16::<1, 4, 7>();
-                tiles.dot_bf16::<2, 5, 6>();
-                tiles.dot_bf16::<3, 5, 7>();
-            }
+            score_product::<INT8, 0, 4, 6>(&tiles);
+            score_product::<INT8, 1, 4, 7>(&tiles);
+            score_product::<INT8, 2, 5, 6>(&tiles);
+            score_product::<INT8, 3, 5, 7>(&tiles);
         }
     }
 

@@ -6,7 +6,7 @@
 //! - [`prefill`]: a causal chunk of queries; [`decode`]: one query, sequence split across threads.
 //! - [`AttentionStats`]: optional sink-share and gate accumulators, computed in the kernel.
 //!
-//! Files: `amx_prefill/` (prefill of a bf16 cache on AMX tiles), `microkernel` (SIMD inner loops, generic over pulp), `layout` (their lane order),
+//! Files: `amx_prefill/` (prefill of a bf16 or int8 cache on AMX tiles), `microkernel` (SIMD inner loops, generic over pulp), `layout` (their lane order),
 //! `int8_queries` (int8 query rows, and their VNNI score kernel),
 //! `tile` (key tiles + online softmax of a block of rows), `prefetch` (the next tile's rows, asked
 //! for during this tile's V sums), `epilogue` (divide by the sum, gate,
@@ -31,6 +31,8 @@ mod tile;
 
 pub use crate::reference::{AttentionShape, GateScores};
 pub use amx_prefill::prefill_uses_amx_tiles;
+#[cfg(target_arch = "x86_64")]
+pub(crate) use amx_prefill::score_product;
 pub use decode::{DecodeScratch, decode, decode_parts, decode_with_parts};
 pub(crate) use int8_queries::Int8ScoresFn;
 pub use int8_queries::queries_as_used;

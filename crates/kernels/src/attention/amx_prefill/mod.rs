@@ -23,6 +23,8 @@ use super::kv::KvDtype;
 use crate::KernelTable;
 #[cfg(target_arch = "x86_64")]
 pub(crate) use split::prefill;
+#[cfg(target_arch = "x86_64")]
+pub(crate) use tiles::score_product;
 
 /// Dims of one `Q K` tile product over a bf16 cache (16 bf16 pairs).
 const DIM_CHUNK: usize = 32;

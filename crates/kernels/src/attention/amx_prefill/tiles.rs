@@ -73,17 +73,10 @@ pub(super) unsafe fn scores_32x32<const INT8: bool>(
             tiles.load::<6>(qa.add(c * TILE_BYTES), ROW_BYTES);
             tiles.load::<7>(qb.add(c * TILE_BYTES), ROW_BYTES);
         }
-        if INT8 {
-            tiles.dot_u8_i8::<0, 4, 6>();
-            tiles.dot_u8_i8::<1, 5, 6>();
-            tiles.dot_u8_i8::<2, 4, 7>();
-            tiles.dot_u8_i8::<3, 5, 7>();
-        } else {
-            tiles.dot_bf16::<0, 4, 6>();
-            tiles.dot_bf16::<1, 5, 6>();
-            tiles.dot_bf16::<2, 4, 7>();
-            tiles.dot_bf16::<3, 5, 7>();
-        }
+        score_product::<INT8, 0, 4, 6>(tiles);
+        score_product::<INT8, 1, 5, 6>(tiles);
+        score_product::<INT8, 2, 4, 7>(tiles);
+        score_product::<INT8, 3, 5, 7>(tiles);
     }
     // SAFETY: the caller's contract: keys 0..16 then 16..32 of each query tile.
     unsafe {
@@ -91,6 +84,19 @@ pub(super) unsafe fn scores_32x32<const INT8: bool>(
         tiles.store::<1>(sa.add(TILE_BYTES), ROW_BYTES);
         tiles.store::<2>(sb, ROW_BYTES);
         tiles.store::<3>(sb.add(TILE_BYTES), ROW_BYTES);
+    }
+}
+
+/// The scores' tile product `C += A B`: `tdpbusd` (key bytes by int8 queries) with `INT8`, else
+/// `tdpbf16ps`.
+#[inline(always)]
+pub(crate) fn score_product<const INT8: bool, const C: u8, const A: u8, const B: u8>(
+    tiles: &Tiles,
+) {
+    if INT8 {
+        tiles.dot_u8_i8::<C, A, B>();
+    } else {
+        tiles.dot_bf16::<C, A, B>();
     }
 }
 
