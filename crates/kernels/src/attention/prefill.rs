@@ -3,7 +3,7 @@
 //! parts both share: the gate of a row, the scatter of work items' rows into the output.
 
 use super::checks::check_call;
-use super::epilogue::RowGate;
+use super::epilogue::{FinalRow, RowGate, write_row};
 use super::stats::AttentionStats;
 use super::{AttentionCall, AttentionError};
 use crate::reference::{AttentionShape, GateScores};
@@ -89,6 +89,45 @@ pub(crate) fn scatter_items(
     if let Some(stats) = stats {
         stats.merge(&total);
     }
+}
+
+/// The epilogue of one work item (KV head `j`, query positions from `first` on, `group` heads a
+/// position, `rows` rows in that order) of a call whose queries start at `q_start`: row `r`'s
+/// `final_state(r, acc)` gathers its accumulator into `acc` (`head_dim`) and returns its `(m,
+/// l, s0)`; the rows are written through the gate to `[rows, head_dim]`, with the item's
+/// statistics where wanted.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the item, the call's shape, gate and start, and the kernel's own state"
+)]
+pub(crate) fn item_epilogue(
+    shape: AttentionShape,
+    gate: GateScores<'_>,
+    q_start: usize,
+    (j, first): (usize, usize),
+    rows: usize,
+    want_stats: bool,
+    mut final_state: impl FnMut(usize, &mut [f32]) -> (f32, f32, f32),
+) -> (Vec<f32>, Option<AttentionStats>) {
+    let (head_dim, group) = (shape.head_dim, shape.group_size());
+    let mut local = want_stats.then(AttentionStats::default);
+    let mut item_out = vec![0.0f32; rows * head_dim];
+    let mut acc = vec![0.0f32; head_dim];
+    for (r, out_row) in item_out.chunks_exact_mut(head_dim).enumerate() {
+        let (t, h) = (first + r / group, j * group + r % group);
+        let (m, l, s0) = final_state(r, &mut acc);
+        let final_row = FinalRow {
+            acc: &acc,
+            m,
+            l,
+            s0,
+            lanes: 1,
+            elems_per_word: 1,
+        };
+        let gate = row_gate(gate, t, h, shape.num_heads, head_dim);
+        write_row(final_row, gate, out_row, local.as_mut(), q_start + t == 0);
+    }
+    (item_out, local)
 }
 
 /// The gate of query `t` (index within the call), head `h`.

@@ -6,10 +6,9 @@ use rayon::prelude::*;
 use super::block::{Block, BlockQueries};
 use super::tiles::TILE;
 use crate::KernelTable;
-use crate::attention::epilogue::{FinalRow, write_row};
 use crate::attention::int8_queries::Int8Queries;
 use crate::attention::kv::KvDtype;
-use crate::attention::prefill::{row_gate, scatter_items};
+use crate::attention::prefill::{item_epilogue, scatter_items};
 use crate::attention::stats::AttentionStats;
 use crate::attention::{AttentionCall, AttentionError};
 use crate::reference::AttentionShape;
@@ -71,25 +70,18 @@ pub(crate) fn prefill(
             };
             let block = Block::new(head, queries, rows.iter().map(|&(t, _)| q_start + t));
             let state = block.run();
-            let mut local = want_stats.then(AttentionStats::default);
-            let mut item_out = vec![0.0f32; rows.len() * head_dim];
-            let mut acc = vec![0.0f32; head_dim];
-            for (r, (out_row, &(t, h))) in
-                item_out.chunks_exact_mut(head_dim).zip(&rows).enumerate()
-            {
-                state.gather_row(r, &mut acc);
-                let final_row = FinalRow {
-                    acc: &acc,
-                    m: state.m[r],
-                    l: state.l[r],
-                    s0: state.s0[r],
-                    lanes: 1,
-                    elems_per_word: 1,
-                };
-                let gate = row_gate(gate, t, h, num_heads, head_dim);
-                write_row(final_row, gate, out_row, local.as_mut(), q_start + t == 0);
-            }
-            (item_out, local)
+            item_epilogue(
+                shape,
+                gate,
+                q_start,
+                (j, t_begin),
+                rows.len(),
+                want_stats,
+                |r, acc| {
+                    state.gather_row(r, acc);
+                    (state.m[r], state.l[r], state.s0[r])
+                },
+            )
         })
         .collect();
 

@@ -26,10 +26,9 @@ use std::ops::Range;
 
 use rayon::prelude::*;
 
-use super::epilogue::{FinalRow, write_row};
 use super::int8_queries::Int8Queries;
 use super::kv::KvDtype;
-use super::prefill::{row_gate, scatter_items};
+use super::prefill::{self, scatter_items};
 use super::stats::AttentionStats;
 use super::tile::QueryRow;
 use super::{AttentionCall, AttentionError};
@@ -147,7 +146,7 @@ pub(crate) fn prefill(
         run_at(level, block)
     };
     let finish = |&item: &(usize, usize), rows: &[QueryRow], states: &[BlockState]| {
-        item_epilogue(shape, gate, item, rows, states, want_stats)
+        item_epilogue(shape, gate, q_start, item, rows, states, want_stats)
     };
 
     let results: Vec<(Vec<f32>, Option<AttentionStats>)> = if parts <= 1 {
@@ -198,44 +197,27 @@ pub(crate) fn prefill(
     Ok(())
 }
 
-/// The epilogue of one work item (KV head `j`, positions from `t_begin` on): each row's final
-/// softmax state through the gate into the item's output rows `[rows, head_dim]`, and its
-/// statistics.
+/// The epilogue of one work item: its rows' final softmax states, block by block.
 fn item_epilogue(
     shape: AttentionShape,
     gate: GateScores<'_>,
-    (j, t_begin): (usize, usize),
+    q_start: usize,
+    item: (usize, usize),
     rows: &[QueryRow],
     states: &[BlockState],
     want_stats: bool,
 ) -> (Vec<f32>, Option<AttentionStats>) {
-    let (head_dim, group) = (shape.head_dim, shape.group_size());
-    let mut local = want_stats.then(AttentionStats::default);
-    let mut item_out = vec![0.0f32; rows.len() * head_dim];
-    let mut acc = vec![0.0f32; head_dim];
-    for (c, (chunk, state)) in rows.chunks(BLOCK_ROWS).zip(states).enumerate() {
-        for (i, row) in chunk.iter().enumerate() {
-            let r = c * BLOCK_ROWS + i;
-            let (t, h) = (t_begin + r / group, j * group + r % group);
-            state.gather_row(i, &mut acc);
-            let final_row = FinalRow {
-                acc: &acc,
-                m: state.m[i],
-                l: state.l[i],
-                s0: state.s0[i],
-                lanes: 1,
-                elems_per_word: 1,
-            };
-            let out_row = &mut item_out[r * head_dim..][..head_dim];
-            let row_gate = row_gate(gate, t, h, shape.num_heads, head_dim);
-            write_row(
-                final_row,
-                row_gate,
-                out_row,
-                local.as_mut(),
-                row.position == 0,
-            );
-        }
-    }
-    (item_out, local)
+    prefill::item_epilogue(
+        shape,
+        gate,
+        q_start,
+        item,
+        rows.len(),
+        want_stats,
+        |r, acc| {
+            let (state, i) = (&states[r / BLOCK_ROWS], r % BLOCK_ROWS);
+            state.gather_row(i, acc);
+            (state.m[i], state.l[i], state.s0[i])
+        },
+    )
 }
