@@ -5,6 +5,7 @@
 use super::checks::check_call;
 use super::dispatch::{AttendRange, run_at};
 use super::epilogue::{FinalRow, write_row};
+use super::merge::merge_row;
 use super::prefill::row_gate;
 use super::stats::AttentionStats;
 use super::tile::{KEY_TILE, PartialRows, QueryRow, TileScratch};
@@ -199,21 +200,14 @@ fn merge_parts(items: &[DecodeItem], merged: &mut PartialRows) {
     let rows = merged.m.len();
     let row_len = merged.row_len;
     for r in 0..rows {
-        let m = parts().map(|p| p.m[r]).fold(f32::NEG_INFINITY, f32::max);
-        merged.m[r] = m;
-        merged.s0[r] = parts().map(|p| p.s0[r]).fold(f32::NEG_INFINITY, f32::max);
+        let states = parts().map(|p| (p.m[r], p.l[r], p.s0[r]));
         let acc = &mut merged.acc[r * row_len..][..row_len];
         acc.iter_mut().for_each(|a| *a = 0.0);
-        let mut l = 0.0;
-        if m != f32::NEG_INFINITY {
-            for part in parts().filter(|p| p.m[r] != f32::NEG_INFINITY) {
-                let w = (part.m[r] - m).exp();
-                l += part.l[r] * w;
-                for (a, &x) in acc.iter_mut().zip(&part.acc[r * row_len..][..row_len]) {
-                    *a += w * x;
-                }
+        (merged.m[r], merged.l[r], merged.s0[r]) = merge_row(states, |p, w| {
+            let part = &items[p].tile.partial.acc[r * row_len..][..row_len];
+            for (a, &x) in acc.iter_mut().zip(part) {
+                *a += w * x;
             }
-        }
-        merged.l[r] = l;
+        });
     }
 }

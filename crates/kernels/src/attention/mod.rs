@@ -6,7 +6,7 @@
 //! - [`prefill`]: a causal chunk of queries; [`decode`]: one query, sequence split across threads.
 //! - [`AttentionStats`]: optional sink-share and gate accumulators, computed in the kernel.
 //!
-//! Files: `amx_prefill/` (prefill of a bf16 or int8 cache on AMX tiles), `microkernel` (SIMD inner loops, generic over pulp), `layout` (their lane order),
+//! Files: `amx_prefill/` (prefill of a bf16 or int8 cache on AMX tiles), `microkernel` (SIMD inner loops, generic over pulp), `layout` (their lane order), `merge` (split-K's merge of a row's softmax states),
 //! `int8_queries` (int8 query rows, and their VNNI score kernel),
 //! `tile` (key tiles + online softmax of a block of rows), `prefetch` (the next tile's rows, asked
 //! for during this tile's V sums), `epilogue` (divide by the sum, gate,
@@ -23,6 +23,7 @@ pub mod kv;
 pub(crate) mod kv_encode;
 mod lane_prefill;
 mod layout;
+mod merge;
 mod microkernel;
 mod prefetch;
 mod prefill;

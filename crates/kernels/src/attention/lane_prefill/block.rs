@@ -22,6 +22,7 @@
 
 #![allow(clippy::needless_range_loop)] // one register of each per-row array at a time reads clearest
 
+use crate::attention::merge::merge_row;
 use std::ops::Range;
 
 use pulp::{Simd, WithSimd};
@@ -96,27 +97,15 @@ impl BlockState {
             elems_per_word: first.elems_per_word,
         };
         for r in 0..BLOCK_ROWS {
-            let m = parts
-                .iter()
-                .map(|p| p.m[r])
-                .fold(f32::NEG_INFINITY, f32::max);
-            merged.m[r] = m;
-            merged.s0[r] = parts
-                .iter()
-                .map(|p| p.s0[r])
-                .fold(f32::NEG_INFINITY, f32::max);
-            if m == f32::NEG_INFINITY {
-                continue;
-            }
-            for part in parts.iter().filter(|p| p.m[r] != f32::NEG_INFINITY) {
-                let weight = (part.m[r] - m).exp();
-                merged.l[r] += part.l[r] * weight;
+            let states = parts.iter().map(|p| (p.m[r], p.l[r], p.s0[r]));
+            let acc = &mut merged.acc;
+            (merged.m[r], merged.l[r], merged.s0[r]) = merge_row(states, |p, weight| {
                 // `acc` is `[slot][BLOCK_ROWS]`: row r is every BLOCK_ROWS-th value.
-                let rows = merged.acc.chunks_exact_mut(BLOCK_ROWS);
-                for (slot, part_slot) in rows.zip(part.acc.chunks_exact(BLOCK_ROWS)) {
+                let rows = acc.chunks_exact_mut(BLOCK_ROWS);
+                for (slot, part_slot) in rows.zip(parts[p].acc.chunks_exact(BLOCK_ROWS)) {
                     slot[r] += part_slot[r] * weight;
                 }
-            }
+            });
         }
         merged
     }
