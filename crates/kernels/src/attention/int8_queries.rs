@@ -11,7 +11,7 @@
 
 use std::borrow::Cow;
 
-use super::kv::KvDtype;
+use super::kv::{KvDtype, KvHeadView};
 use super::kv_encode::quantize_int8;
 use crate::dispatch::KernelTable;
 
@@ -143,6 +143,23 @@ impl Int8Queries {
     pub(crate) fn bias_correction(&self, r: usize) -> i32 {
         self.bias_corrections[r]
     }
+}
+
+/// A prefill work item's query rows (`offsets` into `q`) as its kernel takes them against
+/// `head`'s keys: for an int8 cache, times the softmax scale `1 / sqrt(head_dim)` and rounded to
+/// int8 on `table`'s K row encoder, once per item; `None` for the other caches.
+pub(crate) fn prefill_queries(
+    table: &KernelTable,
+    q: &[f32],
+    offsets: impl ExactSizeIterator<Item = usize>,
+    head: &KvHeadView<'_>,
+) -> Option<Int8Queries> {
+    (head.dtype == KvDtype::Int8).then(|| {
+        let factor = 1.0 / (head.head_dim as f32).sqrt();
+        let mut rounded = Int8Queries::default();
+        rounded.fill_with(table, q, offsets, head.head_dim, head.row_words, factor);
+        rounded
+    })
 }
 
 /// The queries `q` (`[rows, head_dim]`) as attention over a `dtype` cache uses them, for the

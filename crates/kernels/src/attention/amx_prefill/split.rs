@@ -6,8 +6,7 @@ use rayon::prelude::*;
 use super::block::{Block, BlockQueries};
 use super::tiles::TILE;
 use crate::KernelTable;
-use crate::attention::int8_queries::Int8Queries;
-use crate::attention::kv::KvDtype;
+use crate::attention::int8_queries::prefill_queries;
 use crate::attention::prefill::{item_epilogue, scatter_items};
 use crate::attention::stats::AttentionStats;
 use crate::attention::{AttentionCall, AttentionError};
@@ -57,16 +56,13 @@ pub(crate) fn prefill(
                 .collect();
             let offset = |&(t, h): &(usize, usize)| (t * num_heads + h) * head_dim;
             let head = kv.head(j);
-            // An int8 cache's queries, rounded on the table's int8 K row encoder (the bytes the
-            // vector kernels use).
-            let mut rounded = Int8Queries::default();
-            let queries = if head.dtype == KvDtype::Int8 {
-                let factor = 1.0 / (head_dim as f32).sqrt();
-                let offsets = rows.iter().map(offset);
-                rounded.fill_with(table, q, offsets, head_dim, head.row_words, factor);
-                BlockQueries::Int8(&rounded)
-            } else {
-                BlockQueries::Bf16(rows.iter().map(|r| &q[offset(r)..][..head_dim]).collect())
+            // An int8 cache's queries: the bytes the vector kernels use.
+            let rounded = prefill_queries(table, q, rows.iter().map(offset), &head);
+            let queries = match &rounded {
+                Some(rounded) => BlockQueries::Int8(rounded),
+                None => {
+                    BlockQueries::Bf16(rows.iter().map(|r| &q[offset(r)..][..head_dim]).collect())
+                }
             };
             let block = Block::new(head, queries, rows.iter().map(|&(t, _)| q_start + t));
             let state = block.run();

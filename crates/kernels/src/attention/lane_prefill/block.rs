@@ -22,7 +22,6 @@
 
 #![allow(clippy::needless_range_loop)] // one register of each per-row array at a time reads clearest
 
-use crate::attention::merge::merge_row;
 use std::ops::Range;
 
 use pulp::{Simd, WithSimd};
@@ -32,6 +31,7 @@ use super::product::{Broadcast, Order, product};
 use super::value_pairs::ValuesKey;
 use crate::attention::int8_queries::Int8Queries;
 use crate::attention::kv::{KvDtype, KvHeadView};
+use crate::attention::merge::merge_row;
 use crate::attention::microkernel::{Bf16Words, F32Words, Int8Words, WordFormat, load_block};
 use crate::attention::tile::QueryRow;
 use crate::simd_math::{exp_nonpositive, round_bf16, round_bf16_scalar};

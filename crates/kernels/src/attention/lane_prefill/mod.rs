@@ -26,8 +26,7 @@ use std::ops::Range;
 
 use rayon::prelude::*;
 
-use super::int8_queries::Int8Queries;
-use super::kv::KvDtype;
+use super::int8_queries::{Int8Queries, prefill_queries};
 use super::prefill::{self, scatter_items};
 use super::stats::AttentionStats;
 use super::tile::QueryRow;
@@ -120,16 +119,8 @@ pub(crate) fn prefill(
     };
     // An int8 cache's queries, rounded once per item (not per block or key range) on the
     // table's vector kernel.
-    let round_rows = |rows: &[QueryRow]| -> Option<Int8Queries> {
-        let head = kv.head(0);
-        (head.dtype == KvDtype::Int8).then(|| {
-            let factor = 1.0 / (shape.head_dim as f32).sqrt();
-            let offsets = rows.iter().map(|r| r.q_offset);
-            let mut rounded = Int8Queries::default();
-            rounded.fill_with(table, q, offsets, shape.head_dim, head.row_words, factor);
-            rounded
-        })
-    };
+    let round_rows =
+        |rows: &[QueryRow]| prefill_queries(table, q, rows.iter().map(|r| r.q_offset), &kv.head(0));
     let run_item = |&(j, _): &(usize, usize),
                     rows: &[QueryRow],
                     int8_queries: Option<&Int8Queries>,
