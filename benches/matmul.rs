@@ -1,8 +1,11 @@
 //! Linear-layer kernels on Qwen3-1.7B shapes, reported against this machine's limits measured in
 //! the same run: mat-vec as GB/s of weights streamed (ratio to the read-bandwidth probe), 512-token
 //! mat-mat as GFLOP/s against the peak of what the kernel multiplies with, measured in the same run
-//! (int8: AVX512-VNNI `vpdpbusd`, else AVX2 `vpmaddubsw`+`vpmaddwd`; bf16: AVX512-BF16
-//! `vdpbf16ps`, else, widened to f32 on an AVX2 CPU, ymm FMA; f32: ymm FMA on an AVX2 CPU).
+//! (int8: AMX `tdpbusd` where the mat-mat runs on tiles (`tdpbssd`, the same rate), else
+//! AVX512-VNNI `vpdpbusd`, else AVX2 `vpmaddubsw`+`vpmaddwd`; bf16: AMX `tdpbf16ps`, else
+//! AVX512-BF16 `vdpbf16ps`, else, widened to f32 on an AVX2 CPU, ymm FMA; f32: ymm FMA on an
+//! AVX2 CPU). Where AMX is present, int8 weights also run on the AMX table's other int8 mat-mat
+//! (`int8>bf16`: widened to bf16 tiles, `GATTN_AMX_INT8=bf16`), against the `tdpbf16ps` peak.
 //! 2 threads (rayon pool). Each shape also prints a "paired" line: the median ratio of 9
 //! alternations of one limit pass (bandwidth or peak) and one pass of the kernel.
 //!
@@ -15,7 +18,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput};
 use gattn_kernels::bandwidth::{PROBE_BYTES, ReadProbe, measure_read_bandwidth_gbps};
-use gattn_kernels::matmul::{Q8Matrix, WeightMatrix, matmul};
+use gattn_kernels::matmul::{KernelTable, Q8Matrix, WeightMatrix, matmul_at};
+use gattn_kernels::matrix_peak::{PeakInstruction, run_one_pass};
 use gattn_kernels::parallel::with_spinning_workers;
 use half::bf16;
 
@@ -42,6 +46,8 @@ enum Format {
     F32,
     Bf16,
     Int8,
+    /// int8 weights on the AMX table whose int8 mat-mat widens them to bf16 tiles.
+    Int8OnBf16,
 }
 
 impl Format {
@@ -50,6 +56,15 @@ impl Format {
             Format::F32 => "f32",
             Format::Bf16 => "bf16",
             Format::Int8 => "int8",
+            Format::Int8OnBf16 => "int8>bf16",
+        }
+    }
+
+    /// The kernels this format's products run on (`None`: not on this CPU).
+    fn table(self) -> Option<&'static KernelTable> {
+        match self {
+            Format::Int8OnBf16 => KernelTable::amx_int8_on_bf16(),
+            _ => Some(KernelTable::current()),
         }
     }
 }
@@ -66,13 +81,16 @@ enum Owned {
 }
 
 impl Owned {
-    fn matmul(&self, n: usize, k: usize, x: &[f32], y: &mut [f32]) {
+    fn matmul(&self, table: &KernelTable, n: usize, k: usize, x: &[f32], y: &mut [f32]) {
         match self {
-            Owned::F32(w) => matmul(&WeightMatrix::f32(w, n, k).unwrap(), x, None, y),
-            Owned::Bf16(w) => matmul(&WeightMatrix::bf16(w.as_slice(), n, k).unwrap(), x, None, y),
+            Owned::F32(w) => matmul_at(table, &WeightMatrix::f32(w, n, k).unwrap(), x, None, y),
+            Owned::Bf16(w) => {
+                let w = WeightMatrix::bf16(w.as_slice(), n, k).unwrap();
+                matmul_at(table, &w, x, None, y)
+            }
             Owned::Int8 { packed, scales } => {
                 let q = Q8Matrix::from_parts(packed.as_slice(), scales.as_slice(), n, k).unwrap();
-                matmul(&WeightMatrix::int8(&q), x, None, y)
+                matmul_at(table, &WeightMatrix::int8(&q), x, None, y)
             }
         }
         .unwrap()
@@ -127,7 +145,7 @@ fn make(format: Format, n: usize, k: usize, seed: u64) -> Owned {
             let w: Vec<bf16> = w.into_iter().map(bf16::from_f32).collect();
             Owned::Bf16(HugePages::copy_of(&w))
         }
-        Format::Int8 => {
+        Format::Int8 | Format::Int8OnBf16 => {
             let q = Q8Matrix::quantize_f32(&w, n, k).unwrap();
             Owned::Int8 {
                 packed: HugePages::copy_of(q.to_parts().0),
@@ -162,14 +180,25 @@ impl Samples {
     }
 }
 
-/// A dot-product peak kernel: `chains(n)` runs 12 independent accumulator chains of `n` steps,
-/// each step `ops_per_step` ops (one multiply-add = 2 ops, as FLOP counts).
+/// A peak kernel: a vector dot product run as 12 accumulator chains, or an AMX tile product
+/// (the kernels crate's probe).
 #[derive(Clone, Copy)]
 struct PeakKernel {
     /// The instruction(s) of one step, as the summary names them.
     name: &'static str,
-    ops_per_step: u64,
-    chains: fn(u64) -> f32,
+    probe: Probe,
+}
+
+#[derive(Clone, Copy)]
+enum Probe {
+    /// `chains(n)` runs 12 independent accumulator chains of `n` steps, each step
+    /// `ops_per_step` ops (one multiply-add = 2 ops, as FLOP counts).
+    Chains {
+        ops_per_step: u64,
+        chains: fn(u64) -> f32,
+    },
+    /// One pass of `matrix_peak`'s probe of this instruction on each thread.
+    Tile(PeakInstruction),
 }
 
 /// Steps per chain of a full peak pass (~60 ms) and of a paired one (~15 ms).
@@ -183,6 +212,17 @@ impl PeakKernel {
     /// `vpmaddwd` (32 u8 x i8 products) and `vfmadd231ps` ymm (8 f32 products, bf16 weights
     /// widened to f32). `None` elsewhere.
     fn of(format: Format) -> Option<PeakKernel> {
+        let on_tiles = format.table().is_some_and(|t| t.amx());
+        match format {
+            Format::Int8 if on_tiles => {
+                return PeakKernel::tile("AMX tdpbusd", PeakInstruction::AmxInt8Tile);
+            }
+            Format::Bf16 | Format::Int8OnBf16 if on_tiles => {
+                return PeakKernel::tile("AMX tdpbf16ps", PeakInstruction::AmxBf16Tile);
+            }
+            Format::Int8OnBf16 => return None,
+            _ => {}
+        }
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::is_x86_feature_detected;
@@ -192,24 +232,32 @@ impl PeakKernel {
             match format {
                 Format::Int8 if is_x86_feature_detected!("avx512vnni") => Some(PeakKernel {
                     name: "VNNI vpdpbusd",
-                    ops_per_step: 64 * 2,
-                    chains: |n| unsafe { vnni_chains(n) },
+                    probe: Probe::Chains {
+                        ops_per_step: 64 * 2,
+                        chains: |n| unsafe { vnni_chains(n) },
+                    },
                 }),
                 Format::Bf16 if is_x86_feature_detected!("avx512bf16") => Some(PeakKernel {
                     name: "BF16 vdpbf16ps",
-                    ops_per_step: 32 * 2,
-                    chains: |n| unsafe { bf16_chains(n) },
+                    probe: Probe::Chains {
+                        ops_per_step: 32 * 2,
+                        chains: |n| unsafe { bf16_chains(n) },
+                    },
                 }),
                 // The AVX2 int8 kernels run at the AVX-512 level too (without VNNI).
                 Format::Int8 if avx2 => Some(PeakKernel {
                     name: "AVX2 vpmaddubsw+vpmaddwd",
-                    ops_per_step: 32 * 2,
-                    chains: |n| unsafe { maddubs_chains(n) },
+                    probe: Probe::Chains {
+                        ops_per_step: 32 * 2,
+                        chains: |n| unsafe { maddubs_chains(n) },
+                    },
                 }),
                 Format::Bf16 | Format::F32 if avx2 && !avx512 => Some(PeakKernel {
                     name: "AVX2 FMA ymm",
-                    ops_per_step: 8 * 2,
-                    chains: |n| unsafe { fma_ymm_chains(n) },
+                    probe: Probe::Chains {
+                        ops_per_step: 8 * 2,
+                        chains: |n| unsafe { fma_ymm_chains(n) },
+                    },
                 }),
                 _ => None,
             }
@@ -221,13 +269,34 @@ impl PeakKernel {
         }
     }
 
+    /// The AMX probe of `instruction`, where this process can run it.
+    fn tile(name: &'static str, instruction: PeakInstruction) -> Option<PeakKernel> {
+        instruction.is_available().then_some(PeakKernel {
+            name,
+            probe: Probe::Tile(instruction),
+        })
+    }
+
     /// One pass on every thread of the current (global) pool, the threads the kernels use, in
-    /// GOP/s.
+    /// GOP/s (`steps` per chain of a vector probe; a tile probe's pass has its own length).
     fn pass_gops(self, steps: u64) -> f64 {
         let threads = rayon::current_num_threads() as u64;
         let start = Instant::now();
-        rayon::broadcast(|_| std::hint::black_box((self.chains)(steps)));
-        (steps * 12 * self.ops_per_step * threads) as f64 / start.elapsed().as_secs_f64() / 1e9
+        let ops = match self.probe {
+            Probe::Chains {
+                ops_per_step,
+                chains,
+            } => {
+                rayon::broadcast(|_| std::hint::black_box(chains(steps)));
+                (steps * 12 * ops_per_step * threads) as f64
+            }
+            Probe::Tile(instruction) => {
+                rayon::broadcast(|_| run_one_pass(instruction).unwrap_or(0.0))
+                    .iter()
+                    .sum()
+            }
+        };
+        ops / start.elapsed().as_secs_f64() / 1e9
     }
 
     /// The median of 5 full passes.
@@ -352,6 +421,7 @@ fn bench_matvec(c: &mut Criterion, summary: &mut Summary) {
         .sample_size(10)
         .warm_up_time(Duration::from_millis(300))
         .measurement_time(Duration::from_secs(2));
+    let table = KernelTable::current();
     for &(name, k, n) in SHAPES {
         for format in [Format::Int8, Format::Bf16] {
             let one = make(format, n, k, 1);
@@ -372,7 +442,7 @@ fn bench_matvec(c: &mut Criterion, summary: &mut Summary) {
                     // As a decode step runs them: the other worker spins between the calls.
                     with_spinning_workers(|| {
                         for _ in 0..iters {
-                            mats[next].matmul(n, k, &x, &mut y);
+                            mats[next].matmul(table, n, k, &x, &mut y);
                             next = (next + 1) % mats.len();
                         }
                     });
@@ -397,7 +467,7 @@ fn bench_matvec(c: &mut Criterion, summary: &mut Summary) {
                 || {
                     with_spinning_workers(|| {
                         for w in &mats {
-                            w.matmul(n, k, &x, &mut y);
+                            w.matmul(table, n, k, &x, &mut y);
                         }
                     });
                     bytes * mats.len()
@@ -414,9 +484,9 @@ fn bench_matvec(c: &mut Criterion, summary: &mut Summary) {
 
 /// The arithmetic peak of each format's mat-mat probed at the start: the kernel's name and GOP/s
 /// (None: no peak kernel for it on this CPU).
-struct Peaks([Option<(&'static str, f64)>; 3]);
+struct Peaks([Option<(&'static str, f64)>; 4]);
 
-const PEAK_FORMATS: [Format; 3] = [Format::Int8, Format::Bf16, Format::F32];
+const PEAK_FORMATS: [Format; 4] = [Format::Int8, Format::Int8OnBf16, Format::Bf16, Format::F32];
 
 impl Peaks {
     fn measure() -> Peaks {
@@ -439,7 +509,10 @@ fn bench_matmat(c: &mut Criterion, summary: &mut Summary, peaks: &Peaks) {
         .warm_up_time(Duration::from_millis(300))
         .measurement_time(Duration::from_secs(3));
     for &(name, k, n) in SHAPES.iter().filter(|s| s.2 < 100_000) {
-        for format in [Format::Int8, Format::Bf16, Format::F32] {
+        for format in PEAK_FORMATS {
+            let Some(table) = format.table() else {
+                continue;
+            };
             let w = make(format, n, k, 1);
             let x = fill(TOKENS * k, 7);
             let mut y = vec![0.0f32; TOKENS * n];
@@ -450,7 +523,7 @@ fn bench_matmat(c: &mut Criterion, summary: &mut Summary, peaks: &Peaks) {
                 bench.iter_custom(|iters| {
                     let start = Instant::now();
                     for _ in 0..iters {
-                        w.matmul(n, k, &x, &mut y);
+                        w.matmul(table, n, k, &x, &mut y);
                     }
                     let t = start.elapsed();
                     samples.record(t, iters);
@@ -466,7 +539,7 @@ fn bench_matmat(c: &mut Criterion, summary: &mut Summary, peaks: &Peaks) {
                 None => String::new(),
             };
             summary.lines.push(format!(
-                "matmat {:4} 512 tok {name:36} {gflops:7.1} GFLOP/s{ratio}",
+                "matmat {:9} 512 tok {name:36} {gflops:7.1} GFLOP/s{ratio}",
                 format.name()
             ));
             if let Some(kernel) = PeakKernel::of(format) {
@@ -476,13 +549,13 @@ fn bench_matmat(c: &mut Criterion, summary: &mut Summary, peaks: &Peaks) {
                     || kernel.pass_gops(PAIRED_PEAK_STEPS),
                     || {
                         for _ in 0..calls {
-                            w.matmul(n, k, &x, &mut y);
+                            w.matmul(table, n, k, &x, &mut y);
                         }
                         flops * calls
                     },
                 );
                 summary.lines.push(format!(
-                    "       {:4} 512 tok {name:36} paired: {ratio:.2} x peak (median of {PAIRED_ROUNDS}; {gflops:.1} GFLOP/s, peak pass {peak:.0})",
+                    "       {:9} 512 tok {name:36} paired: {ratio:.2} x peak (median of {PAIRED_ROUNDS}; {gflops:.1} GFLOP/s, peak pass {peak:.0})",
                     format.name()
                 ));
             }

@@ -1,11 +1,13 @@
-//! The fused entry points equal their unfused pieces, at every supported SIMD level.
+//! The fused entry points equal their unfused pieces, at every supported SIMD level (and with
+//! the AMX int8 mat-mat on bf16 tiles, `GATTN_AMX_INT8=bf16`, where AMX is present).
 
 #[path = "matmul_common/mod.rs"]
 mod common;
 
 use common::{order_tolerance, rng, scalar, shapes, tables_under_test, values};
 use gattn_kernels::matmul::{
-    MatmulError, Q8Matrix, WeightMatrix, gate_up_silu_at, matmul_at, matmul_shared_input_at,
+    KernelTable, MatmulError, Q8Matrix, WeightMatrix, gate_up_silu_at, matmul_at,
+    matmul_shared_input_at,
 };
 use gattn_kernels::reference::activations::silu;
 use half::bf16;
@@ -30,7 +32,7 @@ proptest! {
         ];
         // q and v with a bias (qkv_bias checkpoints), k without.
         let biases = [Some(values(n, 1.0, &mut rng)), None, Some(values(n, 1.0, &mut rng))];
-        for table in tables_under_test() {
+        for table in tables_under_test().iter().chain(KernelTable::amx_int8_on_bf16()) {
             let mut fused: Vec<Vec<f32>> = ws.iter().map(|w| vec![f32::NAN; m * w.n()]).collect();
             let mut outs: Vec<&mut [f32]> = fused.iter_mut().map(|v| v.as_mut_slice()).collect();
             let with_bias: Vec<_> = ws.iter().zip(&biases).map(|(w, b)| (*w, b.as_deref())).collect();
@@ -60,7 +62,7 @@ proptest! {
             1 => (WeightMatrix::int8(&qg), WeightMatrix::int8(&qu)),
             _ => (WeightMatrix::bf16(&bg, n, k).unwrap(), WeightMatrix::bf16(&bu, n, k).unwrap()),
         };
-        for table in tables_under_test() {
+        for table in tables_under_test().iter().chain(KernelTable::amx_int8_on_bf16()) {
             let (mut g, mut u, mut y) = (vec![0.0; m * n], vec![0.0; m * n], vec![f32::NAN; m * n]);
             matmul_at(table, &gate, &x, None, &mut g).unwrap();
             matmul_at(table, &up, &x, None, &mut u).unwrap();

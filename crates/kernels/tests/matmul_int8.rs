@@ -1,13 +1,17 @@
 //! int8 weights x int8 activations at every supported SIMD level: exact against the integer
 //! reference of the same quantized values, and within the bound the block scales imply against
-//! the f32 reference of the original values. Plus the stored form round trip.
+//! the f32 reference of the original values. Plus the stored form round trip, and the AMX int8
+//! mat-mat that widens the weights to bf16 (`GATTN_AMX_INT8=bf16`) against its own reference.
 
 #[path = "matmul_common/mod.rs"]
 mod common;
 
-use common::{order_tolerance, rng, shapes, tables_under_test, values};
+use common::{
+    Feature, current_test, feature_or_skip, order_tolerance, rng, shapes, tables_under_test, values,
+};
 use gattn_kernels::matmul::{
-    MatmulError, Q8FormatError, Q8Matrix, WeightMatrix, matmul_at, quantize_activations,
+    KernelTable, MatmulError, Q8FormatError, Q8Matrix, WeightMatrix, matmul_at,
+    quantize_activations,
 };
 use gattn_kernels::reference::matmul::matmul_f32;
 use half::bf16;
@@ -48,6 +52,13 @@ proptest! {
         let m = (4 * tiles + extra_tokens).max(2);
         let (n, k) = (16 * groups + extra_rows, 64 * blocks + extra_k);
         check_int8(m, k, n, seed)?;
+    }
+
+    /// The int8 mat-mat on bf16 tiles: pairs of 16-token tiles and a ragged last one, pairs of
+    /// 16-row groups and an odd last one, k past the last 32- and 64-value step.
+    #[test]
+    fn int8_on_bf16_tiles(m in 2usize..=80, k in 1usize..=400, n in 1usize..=100, seed: u64) {
+        check_int8_on_bf16(m, k, n, seed)?;
     }
 
     #[test]
@@ -173,11 +184,73 @@ fn check_int8(m: usize, k: usize, n: usize, seed: u64) -> Result<(), TestCaseErr
     Ok(())
 }
 
-/// The token blocks of the AMX kernel (256 tokens at k = 2048) and Qwen3's widest k.
+/// The AMX table whose int8 mat-mat widens the weights to bf16 tiles, or `None` after
+/// reporting the skip (a failure where `GATTN_REQUIRE_SIMD` lists `amx`).
+fn int8_on_bf16_table() -> Option<&'static KernelTable> {
+    let table = KernelTable::amx_int8_on_bf16();
+    if table.is_none() {
+        feature_or_skip(&current_test(), Feature::Amx);
+    }
+    table
+}
+
+/// The int8 mat-mat on bf16 tiles computes `sum x' w'` with `x' = bf16(x)` and
+/// `w' = bf16(q * scale)` (the f32 product, then rounded to nearest even), in f32 sums: against
+/// that reference within the accumulation-order tolerance, and against the f32 reference of the
+/// original values within what the roundings imply: `|w - w'| <= scale / 2 + 2^-8 |q scale|`,
+/// `|x - x'| <= 2^-8 |x|`.
+fn check_int8_on_bf16(m: usize, k: usize, n: usize, seed: u64) -> Result<(), TestCaseError> {
+    let Some(table) = int8_on_bf16_table() else {
+        return Ok(());
+    };
+    let mut rng = rng(seed);
+    let x = values(m * k, 1.0, &mut rng);
+    let w = values(n * k, 0.5, &mut rng);
+    let q = Q8Matrix::quantize_f32(&w, n, k).unwrap();
+    let round = |v: f32| bf16::from_f32(v).to_f32() as f64;
+    let mut y = vec![f32::NAN; m * n];
+    matmul_at(table, &WeightMatrix::int8(&q), &x, None, &mut y).unwrap();
+    let mut reference = vec![0.0; m * n];
+    matmul_f32(&x, &w, None, m, k, n, &mut reference);
+    for i in 0..m {
+        for j in 0..n {
+            let (mut want, mut abs, mut bound) = (0.0f64, 0.0f64, 0.0f64);
+            for c in 0..k {
+                let (wq, s) = q.get(j, c);
+                let w_deq = wq as f32 * s;
+                let (xr, wr) = (round(x[i * k + c]), round(w_deq));
+                want += xr * wr;
+                abs += (xr * wr).abs();
+                let err_w = block_scale(&w[j * k..(j + 1) * k], c) as f64 / 2.0 * 1.0001
+                    + (w_deq.abs() as f64) / 256.0;
+                let err_x = (x[i * k + c].abs() as f64) / 256.0;
+                bound += x[i * k + c].abs() as f64 * err_w + wr.abs() * err_x + err_w * err_x;
+            }
+            let idx = i * n + j;
+            let tol = order_tolerance(k, abs as f32) as f64;
+            prop_assert!(
+                (y[idx] as f64 - want).abs() <= tol,
+                "{table} m={m} k={k} n={n} at ({i}, {j}): {} vs bf16 reference {want} (tol {tol})",
+                y[idx]
+            );
+            let bound = bound * 1.001 + tol + 1e-5;
+            prop_assert!(
+                (y[idx] as f64 - reference[idx] as f64).abs() <= bound,
+                "{table} m={m} k={k} n={n} at ({i}, {j}): {} vs f32 {} (bound {bound})",
+                y[idx],
+                reference[idx]
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The token blocks of the AMX kernels (256 tokens at k = 2048) and Qwen3's widest k.
 #[test]
 fn int8_long_prefill_shapes() {
     for (m, k, n, seed) in [(300, 2048, 40, 1), (40, 6144, 33, 2)] {
         check_int8(m, k, n, seed).unwrap();
+        check_int8_on_bf16(m, k, n, seed).unwrap();
     }
 }
 
@@ -225,7 +298,7 @@ fn all_zero_and_huge_blocks_stay_finite() {
     w[k + 3] = 3.0e30;
     let q = Q8Matrix::quantize_f32(&w, n, k).unwrap();
     let x = vec![1.0f32; 2 * k];
-    for table in tables_under_test() {
+    for table in tables_under_test().iter().chain(int8_on_bf16_table()) {
         let mut y = vec![f32::NAN; 2 * n];
         matmul_at(table, &WeightMatrix::int8(&q), &x, None, &mut y).unwrap();
         assert!(y.iter().all(|v| v.is_finite()), "{table}: {y:?}");

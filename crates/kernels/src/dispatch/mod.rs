@@ -198,12 +198,18 @@ pub struct DispatchChoice {
     pub level: SimdLevel,
     /// The AMX entries of the table are in force (`amx` or detection on an AMX host).
     pub amx: bool,
+    /// With AMX, int8 mat-mats widen the weights to bf16 tiles (`GATTN_AMX_INT8=bf16`) instead
+    /// of `tdpbssd` (the default).
+    pub amx_int8_on_bf16: bool,
     pub reason: String,
 }
 
 impl DispatchChoice {
     /// The kernels this choice runs.
     pub fn table(&self) -> &'static KernelTable {
+        if self.amx && self.amx_int8_on_bf16 {
+            return KernelTable::amx_int8_on_bf16().expect("the choice is supported");
+        }
         KernelTable::get(self.level, self.amx).expect("the choice is supported")
     }
 }
@@ -220,35 +226,63 @@ fn parse_override(value: &str) -> Option<(SimdLevel, bool)> {
 
 /// Decides the level once: `GATTN_SIMD` if set (and supported), else the best detected.
 /// An unsupported or unknown override falls back to detection and says so in `reason`.
+/// `GATTN_AMX_INT8` then picks the int8 mat-mat of an AMX table.
 pub fn dispatch_choice() -> &'static DispatchChoice {
     CHOICE.get_or_init(|| {
-        let detected = SimdLevel::detect();
-        let detected_amx = KernelTable::get(detected, true).is_some();
-        let fallback = |reason: String| DispatchChoice {
-            level: detected,
-            amx: detected_amx,
-            reason,
-        };
-        let Ok(value) = std::env::var("GATTN_SIMD") else {
-            return fallback("detected".to_string());
-        };
-        let detected_name = KernelTable::get(detected, detected_amx)
-            .expect("the detected level is supported")
-            .name();
-        match parse_override(&value) {
-            Some((level, amx)) if KernelTable::get(level, amx).is_some() => DispatchChoice {
-                level,
-                amx,
-                reason: format!("forced by GATTN_SIMD={value}"),
-            },
-            Some(_) => fallback(format!(
-                "GATTN_SIMD={value} asks for what this CPU lacks; using detected {detected_name}"
-            )),
-            None => fallback(format!(
-                "GATTN_SIMD={value} is not one of scalar, avx2, avx512, amx, neon; using detected {detected_name}"
-            )),
+        let mut choice = level_choice();
+        if choice.amx {
+            let (on_bf16, note) = amx_int8_choice(std::env::var("GATTN_AMX_INT8").ok().as_deref());
+            choice.amx_int8_on_bf16 = on_bf16;
+            choice.reason.push_str(note);
         }
+        choice
     })
+}
+
+/// The int8 mat-mat of an AMX table for a `GATTN_AMX_INT8` value: on bf16 tiles (`true`) or
+/// `tdpbssd`, and what `reason` adds.
+fn amx_int8_choice(value: Option<&str>) -> (bool, &'static str) {
+    match value.map(|v| v.trim().to_ascii_lowercase()) {
+        None => (false, ""),
+        Some(v) if v == "bf16" => (true, "; GATTN_AMX_INT8=bf16"),
+        Some(v) if v == "tdpbssd" => (false, ""),
+        Some(_) => (
+            false,
+            "; GATTN_AMX_INT8 is not one of tdpbssd, bf16: int8 mat-mat on tdpbssd",
+        ),
+    }
+}
+
+/// The level and the AMX entries: `GATTN_SIMD` if set and supported, else detection.
+fn level_choice() -> DispatchChoice {
+    let detected = SimdLevel::detect();
+    let detected_amx = KernelTable::get(detected, true).is_some();
+    let fallback = |reason: String| DispatchChoice {
+        level: detected,
+        amx: detected_amx,
+        amx_int8_on_bf16: false,
+        reason,
+    };
+    let Ok(value) = std::env::var("GATTN_SIMD") else {
+        return fallback("detected".to_string());
+    };
+    let detected_name = KernelTable::get(detected, detected_amx)
+        .expect("the detected level is supported")
+        .name();
+    match parse_override(&value) {
+        Some((level, amx)) if KernelTable::get(level, amx).is_some() => DispatchChoice {
+            level,
+            amx,
+            amx_int8_on_bf16: false,
+            reason: format!("forced by GATTN_SIMD={value}"),
+        },
+        Some(_) => fallback(format!(
+            "GATTN_SIMD={value} asks for what this CPU lacks; using detected {detected_name}"
+        )),
+        None => fallback(format!(
+            "GATTN_SIMD={value} is not one of scalar, avx2, avx512, amx, neon; using detected {detected_name}"
+        )),
+    }
 }
 
 /// The SIMD level every fast kernel runs at in this process.
@@ -322,6 +356,19 @@ fn os_grants_amx_tiles() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gattn_amx_int8_values_pick_the_int8_mat_mat_of_an_amx_table() {
+        assert_eq!(amx_int8_choice(None), (false, ""));
+        assert!(amx_int8_choice(Some("bf16")).0);
+        assert!(amx_int8_choice(Some(" BF16 ")).0);
+        assert_eq!(amx_int8_choice(Some("tdpbssd")), (false, ""));
+        let (on_bf16, note) = amx_int8_choice(Some("fp8"));
+        assert!(
+            !on_bf16 && note.contains("not one of tdpbssd, bf16"),
+            "{note}"
+        );
+    }
 
     #[test]
     fn gattn_simd_values_name_a_level_and_whether_amx_entries_are_wanted() {

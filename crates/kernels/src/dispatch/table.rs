@@ -44,6 +44,8 @@ fn entry<F>(name: &'static str, run: F) -> KernelEntry<F> {
 pub struct KernelTable {
     level: SimdLevel,
     amx: bool,
+    /// The AMX table whose int8 mat-mat widens the weights to bf16 (`GATTN_AMX_INT8=bf16`).
+    amx_int8_on_bf16: bool,
     f32_matvec: KernelEntry<ColumnsFn>,
     f32_matmat: KernelEntry<ColumnsFn>,
     bf16_matvec: KernelEntry<ColumnsFn>,
@@ -68,6 +70,8 @@ pub(crate) struct InputForms {
     pub int8_matmat_padding: usize,
     /// The int8 mat-mat reads the activations in AMX tile order too.
     pub int8_matmat_tile_order: bool,
+    /// The int8 mat-mat reads the activations as bf16 rows in AMX tiles, not quantized.
+    pub int8_matmat_as_bf16_rows: bool,
 }
 
 /// A column job of the table (safe to run: the table proved the CPU has its instructions).
@@ -142,9 +146,9 @@ impl KernelTable {
                     #[cfg(target_arch = "x86_64")]
                     SimdLevel::Avx512 => {
                         let features = cpu_features();
-                        tables.push(KernelTable::avx512(false, features));
+                        tables.push(KernelTable::avx512(false, false, features));
                         if amx_usable(features) {
-                            tables.push(KernelTable::avx512(true, features));
+                            tables.push(KernelTable::avx512(true, false, features));
                         }
                     }
                     #[cfg(target_arch = "x86_64")]
@@ -156,6 +160,22 @@ impl KernelTable {
             }
             tables
         })
+    }
+
+    /// The AMX table with the other int8 mat-mat: weights widened to bf16 per job and
+    /// `tdpbf16ps` (`GATTN_AMX_INT8=bf16`; its own proptest and the matmul bench run it beside
+    /// [`all_supported`](Self::all_supported)'s `tdpbssd` table). `None` without AMX.
+    pub fn amx_int8_on_bf16() -> Option<&'static KernelTable> {
+        static TABLE: OnceLock<Option<KernelTable>> = OnceLock::new();
+        TABLE
+            .get_or_init(|| {
+                #[cfg(target_arch = "x86_64")]
+                if amx_usable(cpu_features()) {
+                    return Some(KernelTable::avx512(true, true, cpu_features()));
+                }
+                None
+            })
+            .as_ref()
     }
 
     /// The table of `level`, with the AMX entries if `amx`; `None` where the CPU lacks them.
@@ -194,6 +214,7 @@ impl KernelTable {
     /// `avx2`, `avx512`, `avx512+amx`, ...
     pub fn name(&self) -> &'static str {
         match (self.level, self.amx) {
+            (SimdLevel::Avx512, true) if self.amx_int8_on_bf16 => "avx512+amx (int8 on bf16 tiles)",
             (SimdLevel::Avx512, true) => "avx512+amx",
             (level, _) => level.name(),
         }
@@ -295,6 +316,7 @@ impl KernelTable {
         KernelTable {
             level: SimdLevel::Scalar,
             amx: false,
+            amx_int8_on_bf16: false,
             f32_matvec: entry("scalar rows", float::matvec_job::<f32, float::RowsScalar>),
             f32_matmat: entry(
                 "scalar rows, token by token",
@@ -326,6 +348,7 @@ impl KernelTable {
         KernelTable {
             level: SimdLevel::Avx2,
             amx: false,
+            amx_int8_on_bf16: false,
             f32_matvec: entry(
                 "avx2 fma, 4 rows",
                 float::matvec_job::<f32, float::RowsAvx2>,
@@ -353,7 +376,7 @@ impl KernelTable {
     }
 
     #[cfg(target_arch = "x86_64")]
-    fn avx512(amx: bool, features: CpuFeatures) -> KernelTable {
+    fn avx512(amx: bool, amx_int8_on_bf16: bool, features: CpuFeatures) -> KernelTable {
         use crate::matmul::amx;
         use crate::matmul::float::bf16dot;
         let mut inputs = InputForms::PLAIN;
@@ -407,13 +430,22 @@ impl KernelTable {
                 amx::bf16::matmat_job,
             );
             inputs.bf16_matmat = Bf16Input::AmxTiles;
-            int8_matmat = entry("amx tdpbssd", amx::int8::matmat_job);
-            inputs.int8_matmat_padding = amx::int8::TOKEN_PADDING;
-            inputs.int8_matmat_tile_order = true;
+            if amx_int8_on_bf16 {
+                int8_matmat = entry(
+                    "amx tdpbf16ps, weights widened to bf16 per job",
+                    amx::int8_bf16::matmat_job,
+                );
+                inputs.int8_matmat_as_bf16_rows = true;
+            } else {
+                int8_matmat = entry("amx tdpbssd", amx::int8::matmat_job);
+                inputs.int8_matmat_padding = amx::int8::TOKEN_PADDING;
+                inputs.int8_matmat_tile_order = true;
+            }
         }
         KernelTable {
             level: SimdLevel::Avx512,
             amx,
+            amx_int8_on_bf16: amx && amx_int8_on_bf16,
             f32_matvec: entry(
                 "avx512 fma, row by row",
                 float::matvec_job::<f32, float::RowsAvx512>,
@@ -449,6 +481,7 @@ impl KernelTable {
         KernelTable {
             level: SimdLevel::Neon,
             amx: false,
+            amx_int8_on_bf16: false,
             f32_matvec: entry("neon fma", float::matvec_job::<f32, float::RowsNeon>),
             f32_matmat: entry("gemm crate panels", float::matmat_gemm_job::<f32>),
             bf16_matvec: entry(
@@ -480,6 +513,7 @@ impl InputForms {
         bf16_matmat: Bf16Input::F32,
         int8_matmat_padding: 1,
         int8_matmat_tile_order: false,
+        int8_matmat_as_bf16_rows: false,
     };
 }
 
@@ -506,6 +540,25 @@ mod tests {
             KernelTable::get(SimdLevel::Scalar, true).map(|t| t.name()),
             None,
             "AMX entries only at the AVX-512 level"
+        );
+    }
+
+    /// `GATTN_AMX_INT8=bf16`'s table is the AMX table but for the int8 mat-mat, and says so.
+    #[test]
+    fn the_amx_table_with_int8_on_bf16_tiles_differs_only_in_the_int8_mat_mat() {
+        let Some(variant) = KernelTable::amx_int8_on_bf16() else {
+            assert!(KernelTable::get(SimdLevel::Avx512, true).is_none());
+            return;
+        };
+        let plain = KernelTable::get(SimdLevel::Avx512, true).expect("AMX is present");
+        for ((op, a), (_, b)) in variant.entries().iter().zip(plain.entries()) {
+            assert_eq!(*a == b, *op != "int8 mat-mat", "{op}: {a} / {b}");
+        }
+        assert!(variant.amx() && variant.name() != plain.name());
+        assert!(
+            !KernelTable::all_supported()
+                .iter()
+                .any(|t| std::ptr::eq(t, variant))
         );
     }
 }

@@ -53,6 +53,9 @@ pub(crate) struct Inputs<'x> {
     /// For bf16 weights in a mat-mat on AMX tiles.
     #[cfg(target_arch = "x86_64")]
     pub amx_bf16: Option<amx::bf16::AmxBf16Activations>,
+    /// For int8 weights in a mat-mat on AMX bf16 tiles (`GATTN_AMX_INT8=bf16`).
+    #[cfg(target_arch = "x86_64")]
+    pub amx_bf16_rows: Option<amx::int8_bf16::AmxBf16Rows>,
 }
 
 thread_local! {
@@ -60,6 +63,9 @@ thread_local! {
     static BF16_SCRATCH: RefCell<Bf16Activations> = RefCell::new(Bf16Activations::default());
     #[cfg(target_arch = "x86_64")]
     static AMX_BF16_SCRATCH: RefCell<amx::bf16::AmxBf16Activations> =
+        RefCell::new(Default::default());
+    #[cfg(target_arch = "x86_64")]
+    static AMX_BF16_ROWS_SCRATCH: RefCell<amx::int8_bf16::AmxBf16Rows> =
         RefCell::new(Default::default());
     static JOB_BUFFERS: RefCell<JobBuffers> = RefCell::new(JobBuffers::default());
 }
@@ -237,6 +243,10 @@ pub(crate) fn run(
     if let Some(packed) = input.amx_bf16.take() {
         AMX_BF16_SCRATCH.with_borrow_mut(|slot| *slot = packed);
     }
+    #[cfg(target_arch = "x86_64")]
+    if let Some(rows) = input.amx_bf16_rows.take() {
+        AMX_BF16_ROWS_SCRATCH.with_borrow_mut(|slot| *slot = rows);
+    }
     Ok(())
 }
 
@@ -265,6 +275,8 @@ fn prepare_inputs<'x>(
         bf16: None,
         #[cfg(target_arch = "x86_64")]
         amx_bf16: None,
+        #[cfg(target_arch = "x86_64")]
+        amx_bf16_rows: None,
     };
     let mut round_bf16 = has_bf16 && bf16_form == Bf16Input::Rounded;
     if has_bf16 && bf16_form == Bf16Input::AmxTiles {
@@ -282,6 +294,13 @@ fn prepare_inputs<'x>(
         let mut xb = BF16_SCRATCH.with_borrow_mut(std::mem::take);
         bf16dot::convert_activations_into(x, m, k, &mut xb);
         input.bf16 = Some(xb);
+    }
+    #[cfg(target_arch = "x86_64")]
+    if has_int8 && m > 1 && forms.int8_matmat_as_bf16_rows {
+        let mut rows = AMX_BF16_ROWS_SCRATCH.with_borrow_mut(std::mem::take);
+        amx::int8_bf16::pack_rows_into(x, m, k, &mut rows);
+        input.amx_bf16_rows = Some(rows);
+        return input;
     }
     if has_int8 {
         let mut q8 = Q8_SCRATCH.with_borrow_mut(std::mem::take);

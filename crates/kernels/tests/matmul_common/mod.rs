@@ -8,7 +8,7 @@ use rand::{Rng, SeedableRng};
 #[path = "../checks/mod.rs"]
 mod checks;
 #[allow(unused_imports)] // each test file uses a part
-pub use checks::{max_abs_diff, tables_under_test};
+pub use checks::{Feature, current_test, feature_or_skip, max_abs_diff, tables_under_test};
 
 #[derive(Debug, Clone, Copy)]
 pub struct Shape {
