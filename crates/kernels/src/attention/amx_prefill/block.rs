@@ -258,7 +258,7 @@ impl<'a> Block<'a> {
         let acc_words = dim_tiles * TILE_WORDS;
         let prob_words = KEY_STEP / KEY_GROUP * TILE_WORDS;
         let scale = 1.0 / (d as f32).sqrt();
-        for (t, s, p) in [(ta, &*sa, 0), (tb, &*sb, 1)] {
+        for (t, s, p) in [(ta, sa, 0), (tb, sb, 1)] {
             let state = SoftmaxLanes {
                 m: &mut self.m[t],
                 l: &mut self.l[t],
@@ -268,7 +268,7 @@ impl<'a> Block<'a> {
             let raw = match self.int8.get(t) {
                 None => RawScores::Bf16 { sums: s, scale },
                 Some(queries) => RawScores::Int8 {
-                    sums: bytemuck::cast_slice(s),
+                    sums: bytemuck::cast_slice_mut(s),
                     queries,
                     k_scale: &step_scales.k,
                     v_scale: &step_scales.v,

@@ -293,14 +293,15 @@ pub(super) struct SoftmaxLanes<'a> {
 const LAZY_RESCALE: f32 = 8.0;
 
 /// A query tile's raw sums over a key step (`[keys][16 queries]`), and how they become scores.
+/// `softmax_step` overwrites the sums with the scores (f32), so they take no other buffer.
 pub(super) enum RawScores<'a> {
     /// f32 sums of bf16 products, times `scale` (`1 / sqrt(head_dim)`).
-    Bf16 { sums: &'a [f32], scale: f32 },
+    Bf16 { sums: &'a mut [f32], scale: f32 },
     /// i32 sums of key bytes (+128) by int8 queries (already times `1 / sqrt(head_dim)`):
     /// score = `(sum - bias) * (q_scale * k_scale)`, as the vector kernels compute it.
     /// `k_scale`, `v_scale`: the step's keys (zero past the cache).
     Int8 {
-        sums: &'a [i32],
+        sums: &'a mut [i32],
         queries: &'a Int8TileScales,
         k_scale: &'a [f32],
         v_scale: &'a [f32],
@@ -316,7 +317,7 @@ pub(super) struct Int8TileScales {
 }
 
 /// One key step of a query tile: the `raw` sums of keys `k0..` (`groups * 32` of them) are
-/// scaled, masked causally, exponentiated against the (possibly raised) shift and written as
+/// scaled and masked causally (in place), exponentiated against the (possibly raised) shift and written as
 /// bf16 probabilities to `probs` (`groups` tiles); the probabilities are added to `l` (bf16 KV:
 /// as rounded; int8 KV: before each is multiplied by its key's V scale and rounded). If a shift
 /// rises, that query's accumulators `acc` (`[dim tile][16][16]`) and `l` are rescaled first.
@@ -337,8 +338,6 @@ pub(super) fn softmax_step(
     let keys = groups * KEY_GROUP;
     let position = load_i32(state.position);
     let min_position = *state.position.iter().min().expect("16 lanes") as usize;
-    let mut x = [_mm512_setzero_ps(); 128];
-    let x = &mut x[..keys];
     let mut tile_max = _mm512_set1_ps(f32::NEG_INFINITY);
     let mut masked = |key: usize, mut s: __m512| {
         if k0 + key > min_position {
@@ -349,14 +348,19 @@ pub(super) fn softmax_step(
         s
     };
     let mut v_scale = None;
-    match raw {
+    // The scores, in place of the sums: `[key][16 queries]`.
+    let scores: &mut [f32] = match raw {
         RawScores::Bf16 { sums, scale } => {
+            assert!(sums.len() >= keys * TILE);
             let scale_v = _mm512_set1_ps(scale);
-            for (key, xk) in x.iter_mut().enumerate() {
-                // SAFETY: sums holds `keys` rows of 16.
-                let s = unsafe { _mm512_loadu_ps(sums.as_ptr().add(key * TILE)) };
-                *xk = masked(key, _mm512_mul_ps(s, scale_v));
+            for key in 0..keys {
+                // SAFETY: sums holds `keys` rows of 16 (checked above).
+                unsafe {
+                    let at = sums.as_mut_ptr().add(key * TILE);
+                    _mm512_storeu_ps(at, masked(key, _mm512_mul_ps(_mm512_loadu_ps(at), scale_v)));
+                }
             }
+            sums
         }
         RawScores::Int8 {
             sums,
@@ -364,20 +368,32 @@ pub(super) fn softmax_step(
             k_scale,
             v_scale: values,
         } => {
+            assert!(sums.len() >= keys * TILE);
             let q_scale = load_f32(&queries.scale);
             let q_bias = load_i32(&queries.bias);
-            for ((key, xk), &k_scale) in x.iter_mut().enumerate().zip(&k_scale[..keys]) {
-                // SAFETY: sums holds `keys` rows of 16.
-                let sum = unsafe { _mm512_loadu_si512(sums.as_ptr().add(key * TILE).cast()) };
-                let dot = _mm512_cvtepi32_ps(_mm512_sub_epi32(sum, q_bias));
-                let s = _mm512_mul_ps(dot, _mm512_mul_ps(q_scale, _mm512_set1_ps(k_scale)));
-                *xk = masked(key, s);
+            for (key, &k_scale) in k_scale[..keys].iter().enumerate() {
+                // SAFETY: sums holds `keys` rows of 16 (checked above); each row is read as
+                // i32 sums and written back as f32 scores.
+                unsafe {
+                    let at = sums.as_mut_ptr().add(key * TILE);
+                    let dot = _mm512_cvtepi32_ps(_mm512_sub_epi32(
+                        _mm512_loadu_si512(at.cast()),
+                        q_bias,
+                    ));
+                    let s = _mm512_mul_ps(dot, _mm512_mul_ps(q_scale, _mm512_set1_ps(k_scale)));
+                    _mm512_storeu_ps(at.cast(), masked(key, s));
+                }
             }
             v_scale = Some(&values[..keys]);
+            bytemuck::cast_slice_mut(sums)
         }
-    }
+    };
+    let score = |key: usize| {
+        // SAFETY: scores holds `keys` rows of 16 (checked above), key < keys.
+        unsafe { _mm512_loadu_ps(scores.as_ptr().add(key * TILE)) }
+    };
     if k0 == 0 {
-        store_f32(x[0], state.s0);
+        store_f32(score(0), state.s0);
     }
     let m = load_f32(state.m);
     let raise =
@@ -404,8 +420,8 @@ pub(super) fn softmax_step(
         let mut words = [_mm512_setzero_ps(); TILE];
         for (p, w) in words.iter_mut().enumerate() {
             let key = g * KEY_GROUP + 2 * p;
-            let even = exp(simd, _mm512_sub_ps(x[key], m));
-            let odd = exp(simd, _mm512_sub_ps(x[key + 1], m));
+            let even = exp(simd, _mm512_sub_ps(score(key), m));
+            let odd = exp(simd, _mm512_sub_ps(score(key + 1), m));
             let pair = match v_scale {
                 None => {
                     let halves = m512bh_bits(_mm512_cvtne2ps_pbh(odd, even));
