@@ -20,24 +20,27 @@
 //! at most 127 a block, and the blocks' largest weights sum to at most 1), below the cache's own
 //! rounding of V (half of `s_k`).
 //!
-//! The bound of an int8 cache on AMX tiles: `P V` is a bf16 product of V's integers `n_k`
-//! (exact in bf16) by the weights `p_k s_k` rounded to bf16, `p_k s_k (1 + d_k)` with `|d_k| <=
-//! u`, divided by the sum of the `p_k` as computed (f32): each output element moves by at most
-//! `u * sum_k w_k |v_k|`, `2^-8 max_k |v_k|` at most, half the bf16 cache's and, like it, about
-//! the cache's own rounding of V (half of `s_k`, `max |v| / 254`). (Quantizing `P` to u8 for
-//! `tdpbusd` instead would move weights by half of `m_T / 255` over blocks of 64 keys: up to
-//! `2^-3 max_k |v_k|`.)
+//! The bound on AMX tiles (both caches): the probabilities come from an exponential with
+//! relative error `e_k`, `|e_k| <= r` (`AMX_PREFILL_EXP_REL_ERROR`), and `P V` is a bf16
+//! product of V (over an int8 cache: of V's integers `n_k`, exact in bf16, with each key's scale
+//! `s_k` in its weight) by the weights rounded to bf16, `p_k (1 + e_k) (1 + d_k)` with `|d_k| <=
+//! u`, divided by the sum of the `p_k (1 + e_k)` before rounding. So each normalized weight
+//! moves by at most `w_k ((1 + r)(1 + u) / (1 - r) - 1)`, about `(u + 2r) w_k`, and an output
+//! element by that times `sum_k w_k |v_k|`: about `2^-8 max_k |v_k|`, the cache's own rounding
+//! of V for an int8 cache (half of `s_k`, `max |v| / 254`). (Quantizing `P` to u8 for `tdpbusd`
+//! instead would move weights by half of `m_T / 255` over blocks of 64 keys: up to `2^-3 max_k
+//! |v_k|`.)
 //!
 //! All: the scores are exact products (bf16 values summed in f32, or integers), whose error,
-//! like the exponential's (~1e-7 relative), is covered by a relative slack of 1e-5 of
-//! `sum_k w_k |v_k|` and 1e-6 absolute.
+//! like the vector kernels' exponential's (~1e-7 relative), is covered by a relative slack of
+//! 1e-5 of `sum_k w_k |v_k|` and 1e-6 absolute.
 
 #[path = "attention_support.rs"]
 mod support;
 
 use gattn_kernels::attention::{
-    AttentionCall, AttentionShape, AttentionStats, KvDtype, prefill_key_parts, prefill_on,
-    prefill_uses_amx_tiles, prefill_with_key_parts, queries_as_used,
+    AMX_PREFILL_EXP_REL_ERROR, AttentionCall, AttentionShape, AttentionStats, KvDtype,
+    prefill_key_parts, prefill_on, prefill_uses_amx_tiles, prefill_with_key_parts, queries_as_used,
 };
 use gattn_kernels::reference::{apply_output_gate, causal_attention};
 use gattn_kernels::{KernelTable, SimdLevel};
@@ -212,8 +215,9 @@ fn check(case: &Case, table: &KernelTable) -> Result<(), TestCaseError> {
 
     let u = BF16_UNIT_ROUNDOFF;
     let on_tiles = prefill_uses_amx_tiles(table, case.dtype, d);
+    let r = AMX_PREFILL_EXP_REL_ERROR;
     let factor = match case.dtype {
-        KvDtype::Int8 if on_tiles => u + 1e-5,
+        _ if on_tiles => (1.0 + r) * (1.0 + u) / (1.0 - r) - 1.0 + 1e-5,
         KvDtype::Int8 => 1e-5,
         _ => 2.0 * u / (1.0 - u) + 1e-5,
     };

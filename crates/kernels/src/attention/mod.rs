@@ -31,9 +31,9 @@ mod stats;
 mod tile;
 
 pub use crate::reference::{AttentionShape, GateScores};
-pub use amx_prefill::prefill_uses_amx_tiles;
 #[cfg(target_arch = "x86_64")]
 pub(crate) use amx_prefill::score_product;
+pub use amx_prefill::{AMX_PREFILL_EXP_REL_ERROR, prefill_uses_amx_tiles};
 pub use decode::{DecodeScratch, decode, decode_parts, decode_with_parts};
 pub(crate) use int8_queries::Int8ScoresFn;
 pub use int8_queries::queries_as_used;

@@ -26,6 +26,13 @@ pub(crate) use split::prefill;
 #[cfg(target_arch = "x86_64")]
 pub(crate) use tiles::score_product;
 
+/// Relative error of the exponential the tile prefill takes its probabilities with (they are
+/// rounded to bf16 next): for scores at most 86 below the row's shift, the degree-4 Taylor
+/// remainder of `2^f` (`|f| <= 1/2`) is 5.3e-5, the rounding of `x log2(e)` adds up to 1.1e-5
+/// (5.9e-5 measured over the range); further below, the probability is 0. The bound of the tile
+/// prefill's output counts it beside the bf16 rounding (`attention_prefill_rounded`).
+pub const AMX_PREFILL_EXP_REL_ERROR: f32 = 1e-4;
+
 /// Dims of one `Q K` tile product over a bf16 cache (16 bf16 pairs).
 const DIM_CHUNK: usize = 32;
 /// Dims of one `Q K` tile product over an int8 cache (16 groups of 4 bytes).

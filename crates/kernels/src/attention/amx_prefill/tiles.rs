@@ -317,10 +317,11 @@ pub(super) struct Int8TileScales {
 }
 
 /// One key step of a query tile: the `raw` sums of keys `k0..` (`groups * 32` of them) are
-/// scaled and masked causally (in place), exponentiated against the (possibly raised) shift and written as
-/// bf16 probabilities to `probs` (`groups` tiles); the probabilities are added to `l` (bf16 KV:
-/// as rounded; int8 KV: before each is multiplied by its key's V scale and rounded). If a shift
-/// rises, that query's accumulators `acc` (`[dim tile][16][16]`) and `l` are rescaled first.
+/// scaled and masked causally (in place), exponentiated against the (possibly raised) shift
+/// ([`exp_weight`]) and written as bf16 probabilities to `probs` (`groups` tiles); `l` sums the
+/// probabilities before that rounding (and, over an int8 cache, before each is multiplied by its
+/// key's V scale). If a shift rises, that query's accumulators `acc` (`[dim tile][16][16]`) and
+/// `l` are rescaled first.
 #[allow(
     clippy::too_many_arguments,
     reason = "an AMX microkernel: tile buffers and strides, passed in registers"
@@ -376,10 +377,8 @@ pub(super) fn softmax_step(
                 // i32 sums and written back as f32 scores.
                 unsafe {
                     let at = sums.as_mut_ptr().add(key * TILE);
-                    let dot = _mm512_cvtepi32_ps(_mm512_sub_epi32(
-                        _mm512_loadu_si512(at.cast()),
-                        q_bias,
-                    ));
+                    let dot =
+                        _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_loadu_si512(at.cast()), q_bias));
                     let s = _mm512_mul_ps(dot, _mm512_mul_ps(q_scale, _mm512_set1_ps(k_scale)));
                     _mm512_storeu_ps(at.cast(), masked(key, s));
                 }
@@ -415,33 +414,23 @@ pub(super) fn softmax_step(
         31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20, 4,
         19, 3, 18, 2, 17, 1, 16, 0,
     );
-    let high_half = _mm512_set1_epi32(0xffff_0000u32 as i32);
     for g in 0..groups {
         let mut words = [_mm512_setzero_ps(); TILE];
         for (p, w) in words.iter_mut().enumerate() {
             let key = g * KEY_GROUP + 2 * p;
-            let even = exp(simd, _mm512_sub_ps(score(key), m));
-            let odd = exp(simd, _mm512_sub_ps(score(key + 1), m));
-            let pair = match v_scale {
-                None => {
-                    let halves = m512bh_bits(_mm512_cvtne2ps_pbh(odd, even));
-                    let pair = _mm512_permutexvar_epi16(pair_index, halves);
-                    // The sum takes the probabilities as rounded, so the weights stay
-                    // normalized.
-                    let rounded_even = _mm512_castsi512_ps(_mm512_slli_epi32::<16>(pair));
-                    let rounded_odd = _mm512_castsi512_ps(_mm512_and_si512(pair, high_half));
-                    l = _mm512_add_ps(l, _mm512_add_ps(rounded_even, rounded_odd));
-                    pair
-                }
-                Some(v_scale) => {
-                    // V holds integers: its scale goes into the weights, one rounding each.
-                    let even_v = _mm512_mul_ps(even, _mm512_set1_ps(v_scale[key]));
-                    let odd_v = _mm512_mul_ps(odd, _mm512_set1_ps(v_scale[key + 1]));
-                    let halves = m512bh_bits(_mm512_cvtne2ps_pbh(odd_v, even_v));
-                    l = _mm512_add_ps(l, _mm512_add_ps(even, odd));
-                    _mm512_permutexvar_epi16(pair_index, halves)
-                }
+            let even = exp_weight(_mm512_sub_ps(score(key), m));
+            let odd = exp_weight(_mm512_sub_ps(score(key + 1), m));
+            l = _mm512_add_ps(l, _mm512_add_ps(even, odd));
+            let (even, odd) = match v_scale {
+                None => (even, odd),
+                // V holds integers: its scale goes into the weights, one rounding each.
+                Some(v_scale) => (
+                    _mm512_mul_ps(even, _mm512_set1_ps(v_scale[key])),
+                    _mm512_mul_ps(odd, _mm512_set1_ps(v_scale[key + 1])),
+                ),
             };
+            let halves = m512bh_bits(_mm512_cvtne2ps_pbh(odd, even));
+            let pair = _mm512_permutexvar_epi16(pair_index, halves);
             *w = _mm512_castsi512_ps(pair);
         }
         transpose16(&mut words);
@@ -464,6 +453,25 @@ fn rescale_rows(acc: &mut [f32], alpha: __m512) {
             }
         }
     }
+}
+
+/// `exp(x)` lane-wise to [`super::AMX_PREFILL_EXP_REL_ERROR`] (`x >= -86`), for the probabilities that are rounded
+/// to bf16 next (8 bits): `2^n 2^f` with `n = round(x log2(e))`, `2^f` by a degree-4 polynomial
+/// and `vscalefps`, 0 below -86 (and for -inf), where `2^n` would leave f32's normal range.
+/// About half the operations of [`exp`], which keeps f32 accuracy for the rescale factors.
+#[inline]
+#[target_feature(enable = "avx512f")]
+pub(super) fn exp_weight(x: __m512) -> __m512 {
+    let underflow = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(x, _mm512_set1_ps(-86.0));
+    let t = _mm512_mul_ps(x, _mm512_set1_ps(std::f32::consts::LOG2_E));
+    let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(t);
+    let f = _mm512_sub_ps(t, n);
+    // ln(2)^i / i!, i = 4 .. 0.
+    let mut p = _mm512_set1_ps(9.618_129e-3);
+    for c in [5.550_411e-2, 2.402_265e-1, 6.931_472e-1, 1.0] {
+        p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(c));
+    }
+    _mm512_maskz_scalef_ps(!underflow, p, n)
 }
 
 /// `exp(x)` lane-wise (`x <= LAZY_RESCALE`; -inf gives 0), the softmax's own polynomial.
@@ -513,4 +521,60 @@ fn store_f32(v: __m512, x: &mut [f32; TILE]) {
 fn load_i32(x: &[i32; TILE]) -> __m512i {
     // SAFETY: 16 i32.
     unsafe { _mm512_loadu_si512(x.as_ptr().cast()) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attention::AMX_PREFILL_EXP_REL_ERROR;
+
+    /// Over a dense sweep of `[-86, LAZY_RESCALE]`, within the stated relative error of the f64
+    /// exponential and in f32's normal range; below -86 (and at -inf) exactly 0.
+    #[test]
+    fn exp_weight_is_within_its_stated_error() {
+        if !std::arch::is_x86_feature_detected!("avx512f") {
+            return;
+        }
+        let steps = 1_000_000;
+        let mut worst = 0.0f64;
+        for i in (0..=steps).step_by(16) {
+            let x: [f32; 16] = core::array::from_fn(|j| {
+                -86.0 + (94.0 * ((i + j).min(steps)) as f64 / steps as f64) as f32
+            });
+            let mut got = [0.0f32; 16];
+            // SAFETY: AVX-512F was detected above.
+            unsafe { _mm512_storeu_ps(got.as_mut_ptr(), exp_weight(_mm512_loadu_ps(x.as_ptr()))) };
+            for (x, got) in x.iter().zip(got) {
+                let want = (*x as f64).exp();
+                worst = worst.max((got as f64 - want).abs() / want);
+                assert!(got.is_normal(), "exp_weight({x}) = {got}");
+            }
+        }
+        assert!(
+            worst <= AMX_PREFILL_EXP_REL_ERROR as f64,
+            "relative error {worst}"
+        );
+        let x = [
+            f32::NEG_INFINITY,
+            -1e30,
+            -100.0,
+            -86.001,
+            -86.0,
+            0.0,
+            1.0,
+            8.0,
+        ];
+        let mut lanes = [0.0f32; 16];
+        lanes[..x.len()].copy_from_slice(&x);
+        let mut got = [0.0f32; 16];
+        // SAFETY: as above.
+        unsafe {
+            _mm512_storeu_ps(
+                got.as_mut_ptr(),
+                exp_weight(_mm512_loadu_ps(lanes.as_ptr())),
+            )
+        };
+        assert_eq!(&got[..4], &[0.0; 4]);
+        assert!(got[4] > 0.0 && got[5] == 1.0, "{got:?}");
+    }
 }
