@@ -6,8 +6,17 @@
 //! sum one at a time, rounding to nearest even, with bf16 denormal inputs read as zero and
 //! denormal results flushed. The hardware rounds in an order no tried model reproduces bit for
 //! bit (`bf16_order`), so a test of a bf16 tile path must state a bound, not bit identity.
+//!
+//! With `GATTN_AMX_MODEL_SKIP_TILES=1` in the environment the model does nothing at all (every
+//! result is garbage): what is left of an AMX kernel's time is everything but its tile
+//! instructions, the AVX-512 half (softmax, packing, epilogues), which a host without AMX can
+//! then time (`docs/performance.md`). Never for tests.
 
 use std::cell::RefCell;
+use std::sync::LazyLock;
+
+static SKIP_TILES: LazyLock<bool> =
+    LazyLock::new(|| std::env::var_os("GATTN_AMX_MODEL_SKIP_TILES").is_some_and(|v| v == "1"));
 
 /// Bytes per tile row (and rows per tile) in the one configuration used.
 const TILE_BYTES_PER_ROW: usize = 64;
@@ -17,6 +26,8 @@ const TILE_BYTES: usize = TILE_BYTES_PER_ROW * TILE_ROWS;
 /// A thread's 8 tile registers, 16 rows of 64 bytes each.
 pub(crate) struct Tiles {
     registers: RefCell<[[u8; TILE_BYTES]; 8]>,
+    /// `GATTN_AMX_MODEL_SKIP_TILES=1`: every instruction does nothing.
+    skip: bool,
 }
 
 impl Tiles {
@@ -25,11 +36,15 @@ impl Tiles {
     pub(crate) unsafe fn configure() -> Tiles {
         Tiles {
             registers: RefCell::new([[0; TILE_BYTES]; 8]),
+            skip: *SKIP_TILES,
         }
     }
 
     /// Zeroes tile `T`.
     pub(crate) fn zero<const T: u8>(&self) {
+        if self.skip {
+            return;
+        }
         self.registers.borrow_mut()[T as usize] = [0; TILE_BYTES];
     }
 
@@ -38,6 +53,9 @@ impl Tiles {
     /// # Safety
     /// Those 16 ranges of 64 bytes must be readable.
     pub(crate) unsafe fn load<const T: u8>(&self, base: *const u8, stride: usize) {
+        if self.skip {
+            return;
+        }
         let mut registers = self.registers.borrow_mut();
         for (r, row) in registers[T as usize]
             .chunks_exact_mut(TILE_BYTES_PER_ROW)
@@ -56,6 +74,9 @@ impl Tiles {
     /// # Safety
     /// Those 16 ranges of 64 bytes must be writable and not aliased.
     pub(crate) unsafe fn store<const T: u8>(&self, base: *mut u8, stride: usize) {
+        if self.skip {
+            return;
+        }
         let registers = self.registers.borrow();
         for (r, row) in registers[T as usize]
             .chunks_exact(TILE_BYTES_PER_ROW)
@@ -103,6 +124,9 @@ impl Tiles {
     /// order: A is 16 rows of 16 groups of 4 bytes, B 16 rows (one per group) of 16 groups, C 16
     /// rows of 16 words.
     fn dot<const C: u8, const A: u8, const B: u8>(&self, step: impl Fn(u32, &[u8], &[u8]) -> u32) {
+        if self.skip {
+            return;
+        }
         let mut registers = self.registers.borrow_mut();
         let (a, b) = (registers[A as usize], registers[B as usize]);
         let c = &mut registers[C as usize];
