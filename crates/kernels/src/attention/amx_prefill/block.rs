@@ -5,6 +5,7 @@ use super::{DIM_CHUNK, INT8_DIM_CHUNK};
 use crate::aligned::LineVec;
 use crate::attention::int8_queries::Int8Queries;
 use crate::attention::kv::{KvDtype, KvHeadView};
+use crate::attention::prefetch::TilePrefetch;
 use crate::matmul::amx::tiles::Tiles;
 
 /// Keys per step: the scores of a pair of query tiles over a step (8 KiB) and the step's packed
@@ -148,9 +149,18 @@ impl<'a> Block<'a> {
             self.pack_values(k0, step_keys, &mut values);
             step_scales.fill(&self.kv, k0, step_keys);
             let (keys, stride) = self.key_rows(k0, &mut tail_keys);
+            // The next step's K and V lines, a share before each pair's products: the rows
+            // stream from memory (an item reads its KV head once), and without the hint each
+            // step's first touch of them stalled.
+            let pairs = pair_max.iter().filter(|&&p| p >= k0).count().max(1);
+            let mut ahead = TilePrefetch::new(self.kv, k0 + KEY_STEP, KEY_STEP, 0);
+            let lines_per_pair = (KEY_STEP * self.kv.row_words.div_ceil(16)).div_ceil(pairs);
             for (pair, &max_position) in pair_max.iter().enumerate() {
                 if max_position < k0 {
                     continue;
+                }
+                if let Some(ahead) = ahead.as_mut() {
+                    (0..lines_per_pair).for_each(|_| ahead.tick());
                 }
                 let groups = (max_position + 1 - k0).min(KEY_STEP).div_ceil(KEY_GROUP);
                 self.pair_step(
