@@ -457,12 +457,15 @@ fn rescale_rows(acc: &mut [f32], alpha: __m512) {
 
 /// `exp(x)` lane-wise to [`super::AMX_PREFILL_EXP_REL_ERROR`] (`x >= -86`), for the probabilities that are rounded
 /// to bf16 next (8 bits): `2^n 2^f` with `n = round(x log2(e))`, `2^f` by a degree-4 polynomial
-/// and `vscalefps`, 0 below -86 (and for -inf), where `2^n` would leave f32's normal range.
+/// and `vscalefps`; 0 below -86 (where `2^n` would leave f32's normal range), for -inf, and for
+/// NaN: a row whose scores so far are all -inf (overflowed) has the shift -inf, and `-inf -
+/// -inf` must weigh nothing (the epilogue writes zeros for a row whose weights are all 0).
 /// About half the operations of [`exp`], which keeps f32 accuracy for the rescale factors.
 #[inline]
 #[target_feature(enable = "avx512f")]
 pub(super) fn exp_weight(x: __m512) -> __m512 {
-    let underflow = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(x, _mm512_set1_ps(-86.0));
+    // "Not >= -86" is also true for NaN.
+    let underflow = _mm512_cmp_ps_mask::<_CMP_NGE_UQ>(x, _mm512_set1_ps(-86.0));
     let t = _mm512_mul_ps(x, _mm512_set1_ps(std::f32::consts::LOG2_E));
     let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(t);
     let f = _mm512_sub_ps(t, n);
@@ -529,7 +532,7 @@ mod tests {
     use crate::attention::AMX_PREFILL_EXP_REL_ERROR;
 
     /// Over a dense sweep of `[-86, LAZY_RESCALE]`, within the stated relative error of the f64
-    /// exponential and in f32's normal range; below -86 (and at -inf) exactly 0.
+    /// exponential and in f32's normal range; below -86, at -inf and for NaN exactly 0.
     #[test]
     fn exp_weight_is_within_its_stated_error() {
         if !std::arch::is_x86_feature_detected!("avx512f") {
@@ -555,9 +558,9 @@ mod tests {
             "relative error {worst}"
         );
         let x = [
+            f32::NAN,
             f32::NEG_INFINITY,
             -1e30,
-            -100.0,
             -86.001,
             -86.0,
             0.0,
