@@ -64,6 +64,16 @@ impl<T: bytemuck::Pod> LineVec<T> {
         }
     }
 
+    /// `len` elements, reusing the allocation, for a caller that writes every one of them:
+    /// only elements past the old length start as zeros, the others keep their old values.
+    pub(crate) fn reuse(&mut self, len: usize) {
+        if len < self.len {
+            self.truncate(len);
+        } else {
+            self.grow_zeroed(len);
+        }
+    }
+
     /// Shortens to `new_len` elements (keeps the allocation).
     pub(crate) fn truncate(&mut self, new_len: usize) {
         if new_len < self.len {

@@ -273,6 +273,13 @@ impl KernelTable {
         self.inputs.bf16_matvec != Bf16Input::F32
     }
 
+    /// Do this table's int8 mat-mats round the activations to bf16 (`GATTN_AMX_INT8=bf16`)
+    /// rather than quantize them to int8 blocks as its mat-vecs do? Then an int8 model's logits
+    /// depend on how a prompt is chunked, as a bf16 model's do.
+    pub fn int8_matmat_rounds_activations_to_bf16(&self) -> bool {
+        self.inputs.int8_matmat_as_bf16_rows
+    }
+
     /// The column job for weights `w` and `m` tokens (resolved once per matrix, not per job).
     pub(crate) fn column_kernel(&self, w: &WeightMatrix<'_>, m: usize) -> ColumnKernel {
         let entry = match (w, m == 1) {

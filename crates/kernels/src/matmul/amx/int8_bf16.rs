@@ -62,7 +62,8 @@ pub(crate) fn pack_rows_into(x: &[f32], m: usize, k: usize, out: &mut AmxBf16Row
     assert_eq!(x.len(), m * k);
     let steps = k.div_ceil(STEP);
     let tiles = m.div_ceil(TOKENS).next_multiple_of(2);
-    out.packed.reset(tiles * steps * TILE_VALUES);
+    // Every value is written below (padding tokens as zeros): no zeroing pass first.
+    out.packed.reuse(tiles * steps * TILE_VALUES);
     (out.m, out.steps, out.tiles) = (m, steps, tiles);
     out.packed
         .par_chunks_mut(steps * TILE_VALUES)
@@ -76,9 +77,12 @@ pub(crate) fn pack_rows_into(x: &[f32], m: usize, k: usize, out: &mut AmxBf16Row
 }
 
 /// One token tile: row t of step s is token t's values `32 s .. 32 s + 32` in bf16 (zero past
-/// k; rows past `live` stay zero).
+/// k; rows past `live` zero).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
 unsafe fn pack_token_tile(x: &[f32], live: usize, k: usize, dst: &mut [u16]) {
+    for s in 0..k.div_ceil(STEP) {
+        dst[(s * TOKENS + live) * STEP..(s + 1) * TOKENS * STEP].fill(0);
+    }
     for t in 0..live {
         let row = &x[t * k..(t + 1) * k];
         for s in 0..k.div_ceil(STEP) {
@@ -154,11 +158,13 @@ unsafe fn matmat_cols(
     let group_steps = 2 * w.blocks();
     let group_values = group_steps * TILE_VALUES / 2;
     PANEL.with_borrow_mut(|panel| {
-        panel.reset(groups * group_values);
+        // Every group is written below (an odd count's padding group as zeros): no zeroing pass.
+        panel.reuse(groups * group_values);
         for (g, dst) in (g0..g1).zip(panel.chunks_exact_mut(group_values)) {
             // SAFETY: AVX512-BF16 per the caller's contract.
             unsafe { widen_group(w, g, dst) };
         }
+        panel[(g1 - g0) * group_values..].fill(0);
         let panel = &panel[..];
         let block_tiles = (TOKEN_BLOCK_BYTES / (x.steps * TILE_BYTES)).max(2) / 2 * 2;
         // SAFETY: the caller's contract on AMX.
