@@ -4,8 +4,9 @@
 //! Detected once (the first call of [`simd_level`]) from the CPU, unless the `GATTN_SIMD`
 //! environment variable forces one (`scalar`, `avx2`, `avx512`, `amx`, `neon`), so tests and
 //! users can exercise every path on one machine. `amx` is not a level but the AVX-512 level with
-//! the AMX entries of the table; `avx512` on an AMX host leaves them out. Kernels also take an
-//! explicit table (`*_at` functions, [`KernelTable::all_supported`]) for proptests.
+//! the AMX entries of the table; `avx512` on an AMX host leaves them out. With AMX,
+//! `GATTN_AMX_INT8` (`tdpbssd`, the default, or `bf16`) picks the int8 mat-mat. Kernels also
+//! take an explicit table (`*_at` functions, [`KernelTable::all_supported`]) for proptests.
 
 pub(crate) mod table;
 
