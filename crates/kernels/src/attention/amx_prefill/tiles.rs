@@ -156,25 +156,17 @@ pub(super) unsafe fn accumulate_pv(
 /// rounded to bf16 and transposed into `dst` (`head_dim / 32` tiles).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
 pub(super) fn pack_queries(rows: &[Option<&[f32]>; TILE], head_dim: usize, dst: &mut [u32]) {
-    for c in 0..head_dim / DIM_CHUNK {
-        let mut regs = [_mm512_setzero_ps(); TILE];
-        for (reg, row) in regs.iter_mut().zip(rows) {
-            if let Some(row) = row {
-                let x = &row[c * DIM_CHUNK..][..DIM_CHUNK];
-                // SAFETY: x holds 32 f32.
-                let (lo, hi) = unsafe {
-                    (
-                        _mm512_loadu_ps(x.as_ptr()),
-                        _mm512_loadu_ps(x.as_ptr().add(TILE)),
-                    )
-                };
-                // Dims 2p and 2p + 1 as word p, low half first.
-                *reg = _mm512_castsi512_ps(m512bh_bits(_mm512_cvtne2ps_pbh(hi, lo)));
-            }
-        }
-        transpose16(&mut regs);
-        store_tile(&regs, &mut dst[c * TILE_WORDS..][..TILE_WORDS]);
-    }
+    transpose_query_chunks(rows, DIM_CHUNK, head_dim, dst, |x| {
+        // SAFETY: a chunk holds 32 f32.
+        let (lo, hi) = unsafe {
+            (
+                _mm512_loadu_ps(x.as_ptr()),
+                _mm512_loadu_ps(x.as_ptr().add(TILE)),
+            )
+        };
+        // Dims 2p and 2p + 1 as word p, low half first.
+        _mm512_castsi512_ps(m512bh_bits(_mm512_cvtne2ps_pbh(hi, lo)))
+    });
 }
 
 /// Packs a key group of V: `rows[2p]`, `rows[2p + 1]` (None: zero) interleaved into pair words
@@ -210,13 +202,29 @@ pub(super) fn pack_values(rows: &[Option<&[u32]>; KEY_GROUP], head_dim: usize, d
 /// that row `p` of a tile holds bytes `4p .. 4p + 4` of every query.
 #[target_feature(enable = "avx512f")]
 pub(super) fn pack_int8_queries(rows: &[Option<&[u8]>; TILE], head_dim: usize, dst: &mut [u32]) {
-    for c in 0..head_dim / INT8_DIM_CHUNK {
+    transpose_query_chunks(rows, INT8_DIM_CHUNK, head_dim, dst, |x| {
+        // SAFETY: a chunk holds 64 bytes.
+        unsafe { _mm512_loadu_ps(x.as_ptr().cast()) }
+    });
+}
+
+/// For each chunk of `chunk` values of the rows, one register a row (`load` of the row's
+/// chunk; a padding row's is zero), transposed so that word `p` of every row is one tile row,
+/// and stored as tile `c` of `dst`.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn transpose_query_chunks<T>(
+    rows: &[Option<&[T]>; TILE],
+    chunk: usize,
+    head_dim: usize,
+    dst: &mut [u32],
+    load: impl Fn(&[T]) -> __m512,
+) {
+    for c in 0..head_dim / chunk {
         let mut regs = [_mm512_setzero_ps(); TILE];
         for (reg, row) in regs.iter_mut().zip(rows) {
             if let Some(row) = row {
-                let x = &row[c * INT8_DIM_CHUNK..][..INT8_DIM_CHUNK];
-                // SAFETY: x holds 64 bytes.
-                *reg = unsafe { _mm512_loadu_ps(x.as_ptr().cast()) };
+                *reg = load(&row[c * chunk..][..chunk]);
             }
         }
         transpose16(&mut regs);
@@ -455,9 +463,9 @@ fn rescale_rows(acc: &mut [f32], alpha: __m512) {
     }
 }
 
-/// `exp(x)` lane-wise to [`super::AMX_PREFILL_EXP_REL_ERROR`] (`x >= -86`), for the probabilities that are rounded
-/// to bf16 next (8 bits): `2^n 2^f` with `n = round(x log2(e))`, `2^f` by a degree-4 polynomial
-/// and `vscalefps`; 0 below -86 (where `2^n` would leave f32's normal range), for -inf, and for
+/// `exp(x)` lane-wise to [`super::AMX_PREFILL_EXP_REL_ERROR`] (`x >= -86`), for the
+/// probabilities that are rounded to bf16 next (8 bits): `2^n 2^f` with `n = round(x log2(e))`,
+/// `2^f` by a degree-4 polynomial and `vscalefps`; 0 below -86 (where `2^n` would leave f32's normal range), for -inf, and for
 /// NaN: a row whose scores so far are all -inf (overflowed) has the shift -inf, and `-inf -
 /// -inf` must weigh nothing (the epilogue writes zeros for a row whose weights are all 0).
 /// About half the operations of [`exp`], which keeps f32 accuracy for the rescale factors.
@@ -531,6 +539,14 @@ mod tests {
     use super::*;
     use crate::attention::AMX_PREFILL_EXP_REL_ERROR;
 
+    /// `exp_weight` of 16 lanes.
+    fn exp_weight_of(x: [f32; 16]) -> [f32; 16] {
+        let mut got = [0.0f32; 16];
+        // SAFETY: the callers checked AVX-512F.
+        unsafe { _mm512_storeu_ps(got.as_mut_ptr(), exp_weight(_mm512_loadu_ps(x.as_ptr()))) };
+        got
+    }
+
     /// Over a dense sweep of `[-86, LAZY_RESCALE]`, within the stated relative error of the f64
     /// exponential and in f32's normal range; below -86, at -inf and for NaN exactly 0.
     #[test]
@@ -544,10 +560,7 @@ mod tests {
             let x: [f32; 16] = core::array::from_fn(|j| {
                 -86.0 + (94.0 * ((i + j).min(steps)) as f64 / steps as f64) as f32
             });
-            let mut got = [0.0f32; 16];
-            // SAFETY: AVX-512F was detected above.
-            unsafe { _mm512_storeu_ps(got.as_mut_ptr(), exp_weight(_mm512_loadu_ps(x.as_ptr()))) };
-            for (x, got) in x.iter().zip(got) {
+            for (x, got) in x.iter().zip(exp_weight_of(x)) {
                 let want = (*x as f64).exp();
                 worst = worst.max((got as f64 - want).abs() / want);
                 assert!(got.is_normal(), "exp_weight({x}) = {got}");
@@ -569,14 +582,7 @@ mod tests {
         ];
         let mut lanes = [0.0f32; 16];
         lanes[..x.len()].copy_from_slice(&x);
-        let mut got = [0.0f32; 16];
-        // SAFETY: as above.
-        unsafe {
-            _mm512_storeu_ps(
-                got.as_mut_ptr(),
-                exp_weight(_mm512_loadu_ps(lanes.as_ptr())),
-            )
-        };
+        let got = exp_weight_of(lanes);
         assert_eq!(&got[..4], &[0.0; 4]);
         assert!(got[4] > 0.0 && got[5] == 1.0, "{got:?}");
     }

@@ -12,7 +12,6 @@
 use core::arch::x86_64::*;
 
 use half::bf16;
-use rayon::prelude::*;
 
 use super::tiles::Tiles;
 use super::transpose::transpose16;
@@ -21,7 +20,7 @@ use crate::matmul::float::{FloatWeight, bf16dot};
 use crate::matmul::{WeightMatrix, columns::ColumnBlock, driver::Inputs};
 
 /// Tokens per tile, weight rows per tile, and k values per tile step.
-const TOKENS: usize = 16;
+const TOKENS: usize = super::TILE_TOKENS;
 const ROWS: usize = 16;
 const STEP: usize = 32;
 /// Bytes of packed activations a token block may take (it stays in L2 beside a weight strip).
@@ -65,16 +64,18 @@ pub(crate) fn pack_activations_into(x: &[f32], m: usize, k: usize, out: &mut Amx
     let steps = k / STEP;
     out.packed.reset(tiles * steps * ROWS * TOKENS);
     (out.m, out.k, out.tiles) = (m, k, tiles);
-    out.packed
-        .par_chunks_mut(steps * ROWS * TOKENS)
-        .enumerate()
-        .for_each(|(tile, dst)| {
-            let first = (tile * TOKENS).min(m);
-            let live = TOKENS.min(m - first);
+    super::pack_token_tiles(
+        x,
+        m,
+        k,
+        &mut out.packed,
+        steps * ROWS * TOKENS,
+        |x, live, dst| {
             // SAFETY: AVX512-BF16 comes with AMX-BF16 (the caller's dispatch); rows past `live`
             // (padding) are zero.
-            unsafe { pack_tile(&x[first * k..(first + live) * k], live, k, dst) };
-        });
+            unsafe { pack_tile(x, live, k, dst) }
+        },
+    );
 }
 
 /// One token tile: for each step, 16 token rows of 32 values converted to 16 pairs each, then

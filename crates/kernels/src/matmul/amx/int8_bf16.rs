@@ -21,8 +21,6 @@
 use core::arch::x86_64::*;
 use std::cell::RefCell;
 
-use rayon::prelude::*;
-
 use super::tiles::Tiles;
 use crate::aligned::{Aligned, LineVec};
 use crate::matmul::int8::layout::{BLOCK, ROWS, TILE_BYTES};
@@ -30,7 +28,7 @@ use crate::matmul::int8::matrix::Q8Matrix;
 use crate::matmul::{WeightMatrix, columns::ColumnBlock, driver::Inputs};
 
 /// Tokens per tile, and k values per tile step (32 bf16 are one 64-byte tile row).
-const TOKENS: usize = 16;
+const TOKENS: usize = super::TILE_TOKENS;
 const STEP: usize = 32;
 /// bf16 values (u16) in one 1 KiB tile.
 const TILE_VALUES: usize = 512;
@@ -65,15 +63,17 @@ pub(crate) fn pack_rows_into(x: &[f32], m: usize, k: usize, out: &mut AmxBf16Row
     // Every value is written below (padding tokens as zeros): no zeroing pass first.
     out.packed.reuse(tiles * steps * TILE_VALUES);
     (out.m, out.steps, out.tiles) = (m, steps, tiles);
-    out.packed
-        .par_chunks_mut(steps * TILE_VALUES)
-        .enumerate()
-        .for_each(|(tile, dst)| {
-            let first = (tile * TOKENS).min(m);
-            let live = TOKENS.min(m - first);
+    super::pack_token_tiles(
+        x,
+        m,
+        k,
+        &mut out.packed,
+        steps * TILE_VALUES,
+        |x, live, dst| {
             // SAFETY: AVX512-BF16 comes with AMX-BF16 (the table's check); dst holds the tile.
-            unsafe { pack_token_tile(&x[first * k..(first + live) * k], live, k, dst) };
-        });
+            unsafe { pack_token_tile(x, live, k, dst) }
+        },
+    );
 }
 
 /// One token tile: row t of step s is token t's values `32 s .. 32 s + 32` in bf16 (zero past
@@ -117,9 +117,7 @@ pub(crate) unsafe fn matmat_job(
     col0: usize,
     out: &mut ColumnBlock<'_>,
 ) {
-    let WeightMatrix::Int8(w) = *w else {
-        panic!("the table gave an int8 kernel other weights");
-    };
+    let w = crate::matmul::int8::weights(w);
     let x = input
         .amx_bf16_rows
         .as_ref()

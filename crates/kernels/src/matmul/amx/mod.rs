@@ -14,3 +14,28 @@ pub(crate) mod int8_bf16;
 #[cfg_attr(feature = "emulated-amx", path = "tiles_emulated.rs")]
 pub(crate) mod tiles;
 pub(crate) mod transpose;
+
+use rayon::prelude::*;
+
+/// Tokens in one tile of activations (16 rows).
+const TILE_TOKENS: usize = 16;
+
+/// Packs the activations `x` (`[m, k]`) tile by tile, in parallel: `pack(tokens, live, dst)`
+/// for each tile of 16 tokens, `tokens` its `live` rows of `x` (fewer in the last tile, none in
+/// a padding tile) and `dst` its `tile_len` elements of `out`.
+pub(crate) fn pack_token_tiles<T: Send>(
+    x: &[f32],
+    m: usize,
+    k: usize,
+    out: &mut [T],
+    tile_len: usize,
+    pack: impl Fn(&[f32], usize, &mut [T]) + Sync,
+) {
+    out.par_chunks_mut(tile_len)
+        .enumerate()
+        .for_each(|(tile, dst)| {
+            let first = (tile * TILE_TOKENS).min(m);
+            let live = TILE_TOKENS.min(m - first);
+            pack(&x[first * k..(first + live) * k], live, dst);
+        });
+}

@@ -85,19 +85,24 @@ impl GroupDot for DotNeon {
     }
 }
 
+/// The int8 weights of a job.
+pub(crate) fn weights<'w>(w: &WeightMatrix<'w>) -> &'w Q8Matrix<'w> {
+    let WeightMatrix::Int8(q) = *w else {
+        panic!("the table gave an int8 kernel other weights");
+    };
+    q
+}
+
 /// The int8 weights and quantized activations of a job.
 pub(crate) fn operands<'w, 'i>(
     w: &WeightMatrix<'w>,
     input: &'i Inputs<'_>,
 ) -> (&'w Q8Matrix<'w>, &'i Q8Activations) {
-    let WeightMatrix::Int8(q) = *w else {
-        panic!("the table gave an int8 kernel other weights");
-    };
     let x = input
         .q8
         .as_ref()
         .expect("int8 weights get quantized activations");
-    (q, x)
+    (weights(w), x)
 }
 
 /// Stores a row group's 16 values for `token` into the block (its columns `first ..`, fewer at
