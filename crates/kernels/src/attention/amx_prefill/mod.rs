@@ -27,10 +27,13 @@ pub(crate) use split::prefill;
 pub(crate) use tiles::score_product;
 
 /// Relative error of the exponential the tile prefill takes its probabilities with (they are
-/// rounded to bf16 next): for scores at most 86 below the row's shift, the degree-4 Taylor
-/// remainder of `2^f` (`|f| <= 1/2`) is 5.3e-5, the rounding of `x log2(e)` adds up to 1.1e-5
-/// (5.9e-5 measured over the range); further below, the probability is 0. The bound of the tile
-/// prefill's output counts it beside the bf16 rounding (`attention_prefill_rounded`).
+/// rounded to bf16 next): for scores at most 86 below the row's shift (`2^y`, `y >= -124`), the
+/// degree-4 Taylor remainder of `2^f` (`|f| <= 1/2`) is 5.3e-5 (5.6e-5 measured over the range,
+/// with the coefficients in f32); the argument `y`, one fused multiply-add of the score's key
+/// part by its lane factor times `log2(e)` less the shift times `log2(e)`, is off by about
+/// `(|score| + |shift|) 2^-24 log2(e)`, which adds 1.2e-5 at scores of 100; further below, the
+/// probability is 0. The bound of the tile prefill's output counts it beside the bf16 rounding
+/// (`attention_prefill_rounded`).
 pub const AMX_PREFILL_EXP_REL_ERROR: f32 = 1e-4;
 
 /// Dims of one `Q K` tile product over a bf16 cache (16 bf16 pairs).

@@ -301,13 +301,14 @@ pub(super) struct SoftmaxLanes<'a> {
 const LAZY_RESCALE: f32 = 8.0;
 
 /// A query tile's raw sums over a key step (`[keys][16 queries]`), and how they become scores.
-/// `softmax_step` overwrites the sums with the scores (f32), so they take no other buffer.
+/// `softmax_step` takes the scores in two factors, a per-key part in place of the sums and a
+/// per-query (lane) factor folded into the exponential's argument, so they take no other buffer.
 pub(super) enum RawScores<'a> {
-    /// f32 sums of bf16 products, times `scale` (`1 / sqrt(head_dim)`).
+    /// f32 sums of bf16 products; the score is the sum times `scale` (`1 / sqrt(head_dim)`).
     Bf16 { sums: &'a mut [f32], scale: f32 },
     /// i32 sums of key bytes (+128) by int8 queries (already times `1 / sqrt(head_dim)`):
-    /// score = `(sum - bias) * (q_scale * k_scale)`, as the vector kernels compute it.
-    /// `k_scale`, `v_scale`: the step's keys (zero past the cache).
+    /// score = `((sum - bias) * k_scale) * q_scale`, the vector kernels' `dot * (q_scale *
+    /// k_scale)` in another order. `k_scale`, `v_scale`: the step's keys (zero past the cache).
     Int8 {
         sums: &'a mut [i32],
         queries: &'a Int8TileScales,
@@ -325,11 +326,12 @@ pub(super) struct Int8TileScales {
 }
 
 /// One key step of a query tile: the `raw` sums of keys `k0..` (`groups * 32` of them) are
-/// scaled and masked causally (in place), exponentiated against the (possibly raised) shift
-/// ([`exp_weight`]) and written as bf16 probabilities to `probs` (`groups` tiles); `l` sums the
-/// probabilities before that rounding (and, over an int8 cache, before each is multiplied by its
-/// key's V scale). If a shift rises, that query's accumulators `acc` (`[dim tile][16][16]`) and
-/// `l` are rescaled first.
+/// masked causally and reduced to their key factor (in place), exponentiated against the
+/// (possibly raised) shift ([`exp2_weight`] of `key part * lane factor * log2(e) - shift *
+/// log2(e)`, one fused multiply-add) and written as bf16 probabilities to `probs` (`groups`
+/// tiles); `l` sums the probabilities before that rounding (and, over an int8 cache, before
+/// each is multiplied by its key's V scale). If a shift rises, that query's accumulators `acc`
+/// (`[dim tile][16][16]`) and `l` are rescaled first.
 #[allow(
     clippy::too_many_arguments,
     reason = "an AMX microkernel: tile buffers and strides, passed in registers"
@@ -347,29 +349,39 @@ pub(super) fn softmax_step(
     let keys = groups * KEY_GROUP;
     let position = load_i32(state.position);
     let min_position = *state.position.iter().min().expect("16 lanes") as usize;
-    let mut tile_max = _mm512_set1_ps(f32::NEG_INFINITY);
-    let mut masked = |key: usize, mut s: __m512| {
+    let minus_inf = _mm512_set1_ps(f32::NEG_INFINITY);
+    // The lanes (queries) that must not see key `key`: only near the diagonal.
+    let hidden = |key: usize| -> __mmask16 {
         if k0 + key > min_position {
-            let hidden = _mm512_cmplt_epi32_mask(position, _mm512_set1_epi32((k0 + key) as i32));
-            s = _mm512_mask_mov_ps(s, hidden, _mm512_set1_ps(f32::NEG_INFINITY));
+            _mm512_cmplt_epi32_mask(position, _mm512_set1_epi32((k0 + key) as i32))
+        } else {
+            0
         }
-        tile_max = _mm512_max_ps(tile_max, s);
-        s
     };
+    // Four running maxima: one would wait on each `vmaxps` before the next.
+    let mut maxima = [minus_inf; 4];
     let mut v_scale = None;
-    // The scores, in place of the sums: `[key][16 queries]`.
-    let scores: &mut [f32] = match raw {
+    // Pass 1: the key parts of the scores in place of the sums (`[key][16 queries]`, -inf where
+    // hidden) and their largest; the lane factor each score still takes (>= 0).
+    let (parts, lane_factor): (&mut [f32], __m512) = match raw {
         RawScores::Bf16 { sums, scale } => {
             assert!(sums.len() >= keys * TILE);
-            let scale_v = _mm512_set1_ps(scale);
-            for key in 0..keys {
-                // SAFETY: sums holds `keys` rows of 16 (checked above).
-                unsafe {
-                    let at = sums.as_mut_ptr().add(key * TILE);
-                    _mm512_storeu_ps(at, masked(key, _mm512_mul_ps(_mm512_loadu_ps(at), scale_v)));
+            for key0 in (0..keys).step_by(4) {
+                for (j, max) in maxima.iter_mut().enumerate() {
+                    let key = key0 + j;
+                    // SAFETY: sums holds `keys` rows of 16 (checked above).
+                    unsafe {
+                        let at = sums.as_mut_ptr().add(key * TILE);
+                        let s = _mm512_loadu_ps(at);
+                        let hide = hidden(key);
+                        if hide != 0 {
+                            _mm512_mask_storeu_ps(at, hide, minus_inf);
+                        }
+                        *max = _mm512_mask_max_ps(*max, !hide, *max, s);
+                    }
                 }
             }
-            sums
+            (sums, _mm512_set1_ps(scale))
         }
         RawScores::Int8 {
             sums,
@@ -377,31 +389,48 @@ pub(super) fn softmax_step(
             k_scale,
             v_scale: values,
         } => {
-            assert!(sums.len() >= keys * TILE);
-            let q_scale = load_f32(&queries.scale);
+            assert!(sums.len() >= keys * TILE && k_scale.len() >= keys);
             let q_bias = load_i32(&queries.bias);
-            for (key, &k_scale) in k_scale[..keys].iter().enumerate() {
-                // SAFETY: sums holds `keys` rows of 16 (checked above); each row is read as
-                // i32 sums and written back as f32 scores.
-                unsafe {
-                    let at = sums.as_mut_ptr().add(key * TILE);
-                    let dot =
-                        _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_loadu_si512(at.cast()), q_bias));
-                    let s = _mm512_mul_ps(dot, _mm512_mul_ps(q_scale, _mm512_set1_ps(k_scale)));
-                    _mm512_storeu_ps(at.cast(), masked(key, s));
+            for key0 in (0..keys).step_by(4) {
+                for (j, max) in maxima.iter_mut().enumerate() {
+                    let key = key0 + j;
+                    // SAFETY: sums holds `keys` rows of 16 (checked above); each row is read
+                    // as i32 sums and written back as f32 key parts.
+                    unsafe {
+                        let at = sums.as_mut_ptr().add(key * TILE);
+                        let dot = _mm512_cvtepi32_ps(_mm512_sub_epi32(
+                            _mm512_loadu_si512(at.cast()),
+                            q_bias,
+                        ));
+                        let mut part = _mm512_mul_ps(dot, _mm512_set1_ps(k_scale[key]));
+                        let hide = hidden(key);
+                        if hide != 0 {
+                            part = _mm512_mask_mov_ps(part, hide, minus_inf);
+                        }
+                        *max = _mm512_max_ps(*max, part);
+                        _mm512_storeu_ps(at.cast(), part);
+                    }
                 }
             }
             v_scale = Some(&values[..keys]);
-            bytemuck::cast_slice_mut(sums)
+            (bytemuck::cast_slice_mut(sums), load_f32(&queries.scale))
         }
     };
-    let score = |key: usize| {
-        // SAFETY: scores holds `keys` rows of 16 (checked above), key < keys.
-        unsafe { _mm512_loadu_ps(scores.as_ptr().add(key * TILE)) }
+    let part = |key: usize| {
+        // SAFETY: parts holds `keys` rows of 16 (checked above), key < keys.
+        unsafe { _mm512_loadu_ps(parts.as_ptr().add(key * TILE)) }
     };
     if k0 == 0 {
-        store_f32(score(0), state.s0);
+        // Key 0 is visible to every row.
+        store_f32(_mm512_mul_ps(part(0), lane_factor), state.s0);
     }
+    let part_max = _mm512_max_ps(
+        _mm512_max_ps(maxima[0], maxima[1]),
+        _mm512_max_ps(maxima[2], maxima[3]),
+    );
+    // The factor is >= 0, so it keeps the order: the step's largest score. (A zero factor on a
+    // step hidden from the row gives NaN here, which raises nothing.)
+    let tile_max = _mm512_mul_ps(part_max, lane_factor);
     let m = load_f32(state.m);
     let raise =
         _mm512_cmp_ps_mask::<_CMP_GT_OQ>(tile_max, _mm512_add_ps(m, _mm512_set1_ps(LAZY_RESCALE)));
@@ -417,6 +446,13 @@ pub(super) fn softmax_step(
     } else {
         m
     };
+    // In base 2: `part * factor_log2 - shift_log2`. A row that has seen nothing has the shift
+    // -inf and only hidden (-inf) parts so far, whose argument is NaN: weight 0.
+    let log2e = _mm512_set1_ps(std::f32::consts::LOG2_E);
+    let factor_log2 = _mm512_mul_ps(lane_factor, log2e);
+    let minus_shift_log2 = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(m, log2e));
+    let weight =
+        |key: usize| exp2_weight(_mm512_fmadd_ps(part(key), factor_log2, minus_shift_log2));
     // Pairs of keys (2p, 2p + 1) rounded to bf16 and interleaved into words, lane = query.
     let pair_index = _mm512_set_epi16(
         31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20, 4,
@@ -426,8 +462,7 @@ pub(super) fn softmax_step(
         let mut words = [_mm512_setzero_ps(); TILE];
         for (p, w) in words.iter_mut().enumerate() {
             let key = g * KEY_GROUP + 2 * p;
-            let even = exp_weight(_mm512_sub_ps(score(key), m));
-            let odd = exp_weight(_mm512_sub_ps(score(key + 1), m));
+            let (even, odd) = (weight(key), weight(key + 1));
             l = _mm512_add_ps(l, _mm512_add_ps(even, odd));
             let (even, odd) = match v_scale {
                 None => (even, odd),
@@ -463,26 +498,26 @@ fn rescale_rows(acc: &mut [f32], alpha: __m512) {
     }
 }
 
-/// `exp(x)` lane-wise to [`super::AMX_PREFILL_EXP_REL_ERROR`] (`x >= -86`), for the
-/// probabilities that are rounded to bf16 next (8 bits): `2^n 2^f` with `n = round(x log2(e))`,
-/// `2^f` by a degree-4 polynomial and `vscalefps`; 0 below -86 (where `2^n` would leave f32's normal range), for -inf, and for
-/// NaN: a row whose scores so far are all -inf (overflowed) has the shift -inf, and `-inf -
-/// -inf` must weigh nothing (the epilogue writes zeros for a row whose weights are all 0).
-/// About half the operations of [`exp`], which keeps f32 accuracy for the rescale factors.
+/// `2^y` lane-wise to [`super::AMX_PREFILL_EXP_REL_ERROR`] (`y >= -124`), for the
+/// probabilities that are rounded to bf16 next (8 bits): `2^n 2^f` with `n = round(y)`, `2^f` by
+/// a degree-4 polynomial and `vscalefps`; 0 below -124 (where `2^n` would leave f32's normal
+/// range), for -inf, and for NaN: a row whose scores so far are all -inf (overflowed) has the
+/// shift -inf, and `-inf - -inf` must weigh nothing (the epilogue writes zeros for a row whose
+/// weights are all 0). About half the operations of [`exp`], which keeps f32 accuracy for the
+/// rescale factors.
 #[inline]
 #[target_feature(enable = "avx512f")]
-pub(super) fn exp_weight(x: __m512) -> __m512 {
-    // "Not >= -86" is also true for NaN.
-    let underflow = _mm512_cmp_ps_mask::<_CMP_NGE_UQ>(x, _mm512_set1_ps(-86.0));
-    let t = _mm512_mul_ps(x, _mm512_set1_ps(std::f32::consts::LOG2_E));
-    let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(t);
-    let f = _mm512_sub_ps(t, n);
+pub(super) fn exp2_weight(y: __m512) -> __m512 {
+    // ">= -124" (ordered) is false for NaN too.
+    let normal = _mm512_cmp_ps_mask::<_CMP_GE_OQ>(y, _mm512_set1_ps(-124.0));
+    let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(y);
+    let f = _mm512_sub_ps(y, n);
     // ln(2)^i / i!, i = 4 .. 0.
     let mut p = _mm512_set1_ps(9.618_129e-3);
     for c in [5.550_411e-2, 2.402_265e-1, 6.931_472e-1, 1.0] {
         p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(c));
     }
-    _mm512_maskz_scalef_ps(!underflow, p, n)
+    _mm512_maskz_scalef_ps(normal, p, n)
 }
 
 /// `exp(x)` lane-wise (`x <= LAZY_RESCALE`; -inf gives 0), the softmax's own polynomial.
@@ -539,50 +574,51 @@ mod tests {
     use super::*;
     use crate::attention::AMX_PREFILL_EXP_REL_ERROR;
 
-    /// `exp_weight` of 16 lanes.
-    fn exp_weight_of(x: [f32; 16]) -> [f32; 16] {
+    /// `exp2_weight` of 16 lanes.
+    fn exp2_weight_of(y: [f32; 16]) -> [f32; 16] {
         let mut got = [0.0f32; 16];
         // SAFETY: the callers checked AVX-512F.
-        unsafe { _mm512_storeu_ps(got.as_mut_ptr(), exp_weight(_mm512_loadu_ps(x.as_ptr()))) };
+        unsafe { _mm512_storeu_ps(got.as_mut_ptr(), exp2_weight(_mm512_loadu_ps(y.as_ptr()))) };
         got
     }
 
-    /// Over a dense sweep of `[-86, LAZY_RESCALE]`, within the stated relative error of the f64
-    /// exponential and in f32's normal range; below -86, at -inf and for NaN exactly 0.
+    /// Over a dense sweep of `[-124, LAZY_RESCALE log2(e)]`, within the stated relative error of
+    /// the f64 power of two and in f32's normal range; below -124, at -inf and for NaN exactly 0.
     #[test]
-    fn exp_weight_is_within_its_stated_error() {
+    fn exp2_weight_is_within_its_stated_error() {
         if !std::arch::is_x86_feature_detected!("avx512f") {
             return;
         }
+        let (low, high) = (-124.0, LAZY_RESCALE as f64 * std::f64::consts::LOG2_E);
         let steps = 1_000_000;
         let mut worst = 0.0f64;
         for i in (0..=steps).step_by(16) {
-            let x: [f32; 16] = core::array::from_fn(|j| {
-                -86.0 + (94.0 * ((i + j).min(steps)) as f64 / steps as f64) as f32
+            let y: [f32; 16] = core::array::from_fn(|j| {
+                (low + (high - low) * ((i + j).min(steps)) as f64 / steps as f64) as f32
             });
-            for (x, got) in x.iter().zip(exp_weight_of(x)) {
-                let want = (*x as f64).exp();
+            for (y, got) in y.iter().zip(exp2_weight_of(y)) {
+                let want = (*y as f64).exp2();
                 worst = worst.max((got as f64 - want).abs() / want);
-                assert!(got.is_normal(), "exp_weight({x}) = {got}");
+                assert!(got.is_normal(), "exp2_weight({y}) = {got}");
             }
         }
         assert!(
             worst <= AMX_PREFILL_EXP_REL_ERROR as f64,
             "relative error {worst}"
         );
-        let x = [
+        let y = [
             f32::NAN,
             f32::NEG_INFINITY,
             -1e30,
-            -86.001,
-            -86.0,
+            -124.001,
+            -124.0,
             0.0,
             1.0,
             8.0,
         ];
         let mut lanes = [0.0f32; 16];
-        lanes[..x.len()].copy_from_slice(&x);
-        let got = exp_weight_of(lanes);
+        lanes[..y.len()].copy_from_slice(&y);
+        let got = exp2_weight_of(lanes);
         assert_eq!(&got[..4], &[0.0; 4]);
         assert!(got[4] > 0.0 && got[5] == 1.0, "{got:?}");
     }
