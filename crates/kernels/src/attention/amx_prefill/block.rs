@@ -1,6 +1,8 @@
 //! One work item of AMX prefill: a block of query rows of one KV head streaming its keys.
 
-use super::tiles::{self, Int8TileScales, KEY_GROUP, RawScores, SoftmaxLanes, TILE, TILE_WORDS};
+use super::tiles::{
+    self, Int8TileScales, KEY_GROUP, PvOrder, RawScores, SoftmaxLanes, TILE, TILE_WORDS,
+};
 use super::{DIM_CHUNK, INT8_DIM_CHUNK};
 use crate::aligned::LineVec;
 use crate::attention::int8_queries::Int8Queries;
@@ -11,6 +13,10 @@ use crate::matmul::amx::tiles::Tiles;
 /// Keys per step: the scores of a pair of query tiles over a step (8 KiB) and the step's packed
 /// V (16 KiB at head_dim 128) stay in L1 beside the pair's accumulators.
 const KEY_STEP: usize = 64;
+/// Pairs of query tiles from which a block transposes V rather than the probabilities
+/// (`PvOrder::DimRows`): V's transposes are the same whatever the pairs, the probabilities'
+/// grow with them (docs/performance.md has the crossing).
+const DIM_ROWS_MIN_PAIRS: usize = 8;
 
 /// A block's query rows as the kernel gets them.
 pub(super) enum BlockQueries<'q> {
@@ -37,8 +43,9 @@ pub(super) struct Block<'a> {
     m: Vec<[f32; TILE]>,
     l: Vec<[f32; TILE]>,
     s0: Vec<[f32; TILE]>,
-    /// `[tile][dim tile][query][dim]`, not yet divided by `l`.
+    /// `[tile][dim tile][dim][query]` (`DimRows`) or `[..][query][dim]`, not yet divided by `l`.
     acc: LineVec<f32>,
+    order: PvOrder,
 }
 
 /// The final state of a block, row by row.
@@ -48,16 +55,30 @@ pub(super) struct BlockState {
     pub l: Vec<f32>,
     pub s0: Vec<f32>,
     acc: LineVec<f32>,
+    order: PvOrder,
 }
 
 impl BlockState {
     /// Row `r`'s accumulator in dim order.
     pub(super) fn gather_row(&self, r: usize, dst: &mut [f32]) {
         let (tile, i) = (r / TILE, r % TILE);
-        let dim_tiles = self.head_dim / TILE;
-        for (c, chunk) in dst.chunks_exact_mut(TILE).enumerate() {
-            let at = ((tile * dim_tiles + c) * TILE + i) * TILE;
-            chunk.copy_from_slice(&self.acc[at..][..TILE]);
+        let tile_acc = &self.acc[tile * self.head_dim * TILE..][..self.head_dim * TILE];
+        match self.order {
+            // Lane i of each row (one dim) of the tile's accumulators.
+            PvOrder::DimRows => {
+                for (x, row) in dst.iter_mut().zip(tile_acc.chunks_exact(TILE)) {
+                    *x = row[i];
+                }
+            }
+            // Row i of each dim tile.
+            PvOrder::QueryRows => {
+                for (chunk, dims) in dst
+                    .chunks_exact_mut(TILE)
+                    .zip(tile_acc.chunks_exact(TILE_WORDS))
+                {
+                    chunk.copy_from_slice(&dims[i * TILE..][..TILE]);
+                }
+            }
         }
     }
 }
@@ -109,6 +130,11 @@ impl<'a> Block<'a> {
         }
         let mut acc = LineVec::default();
         acc.reset(query_tiles * d / TILE * TILE_WORDS);
+        let order = if query_tiles / 2 >= DIM_ROWS_MIN_PAIRS {
+            PvOrder::DimRows
+        } else {
+            PvOrder::QueryRows
+        };
         Block {
             kv,
             query_tiles,
@@ -121,7 +147,14 @@ impl<'a> Block<'a> {
             l: vec![[0.0; TILE]; query_tiles],
             s0: vec![[f32::NEG_INFINITY; TILE]; query_tiles],
             acc,
+            order,
         }
+    }
+
+    /// The block with `P V` in `order` whatever its size (tests of both orders).
+    #[cfg(test)]
+    fn with_order(self, order: PvOrder) -> Block<'a> {
+        Block { order, ..self }
     }
 
     pub(super) fn run(mut self) -> BlockState {
@@ -185,6 +218,7 @@ impl<'a> Block<'a> {
             l: flat(self.l),
             s0: flat(self.s0),
             acc: self.acc,
+            order: self.order,
         }
     }
 
@@ -213,8 +247,8 @@ impl<'a> Block<'a> {
             // SAFETY: AVX-512 BW is present wherever AMX is.
             unsafe {
                 match self.kv.dtype {
-                    KvDtype::Int8 => tiles::pack_int8_values(&rows, d, dst),
-                    _ => tiles::pack_values(&rows, d, dst),
+                    KvDtype::Int8 => tiles::pack_int8_values(&rows, d, dst, self.order),
+                    _ => tiles::pack_values(&rows, d, dst, self.order),
                 }
             };
         }
@@ -294,6 +328,7 @@ impl<'a> Block<'a> {
                     groups,
                     &mut self.acc[t * acc_words..][..acc_words],
                     &mut probs[p * prob_words..][..prob_words],
+                    self.order,
                 )
             };
         }
@@ -310,6 +345,7 @@ impl<'a> Block<'a> {
                 values.as_ptr().cast(),
                 groups,
                 dim_tiles,
+                self.order,
             )
         };
     }
@@ -331,6 +367,92 @@ impl StepScales {
             dst.clear();
             dst.extend_from_slice(&src[k0..k0 + step_keys]);
             dst.resize(KEY_STEP, 0.0);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attention::int8_queries::prefill_queries;
+    use crate::attention::kv::KvLayer;
+    use crate::{KernelTable, SimdLevel};
+
+    /// Values in `[-amplitude, amplitude)` from a fixed linear congruential sequence.
+    fn pseudo_random(seed: u64, len: usize, amplitude: f32) -> Vec<f32> {
+        let mut state = seed;
+        (0..len)
+            .map(|_| {
+                state = state
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                ((state >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * amplitude
+            })
+            .collect()
+    }
+
+    /// Both orders of `P V` leave a block in the same state: each output sums the same products
+    /// over the same key pairs in the same order, only the operands' roles are swapped. With the
+    /// other tests (which see mostly small blocks, `QueryRows`), this covers `DimRows` at every
+    /// cache and head dim.
+    #[test]
+    fn both_pv_orders_agree() {
+        let Some(table) = KernelTable::get(SimdLevel::Avx512, true) else {
+            // As the integration tests' checks do: a required feature is never skipped.
+            let required = std::env::var("GATTN_REQUIRE_SIMD").unwrap_or_default();
+            assert!(
+                !required.split(',').any(|f| f.trim() == "amx"),
+                "GATTN_REQUIRE_SIMD lists amx, but this CPU has no AMX tiles"
+            );
+            eprintln!("both_pv_orders_agree skipped: no AMX (or its software model) here");
+            return;
+        };
+        let (keys, positions, group) = (200, 40, 2);
+        for dtype in [KvDtype::Bf16, KvDtype::Int8] {
+            for head_dim in [64, 128] {
+                let mut layer = KvLayer::new(dtype, 1, head_dim).unwrap();
+                layer.reserve(keys).unwrap();
+                // Keys 130..140 much larger: some rows' shifts jump there (by more than the
+                // softmax's lazy margin), others' fall, so the accumulators are rescaled lane by
+                // lane mid-stream.
+                let mut k = pseudo_random(1, keys * head_dim, 2.0);
+                k[130 * head_dim..140 * head_dim]
+                    .iter_mut()
+                    .for_each(|x| *x *= 30.0);
+                layer
+                    .append(&k, &pseudo_random(2, keys * head_dim, 2.0))
+                    .unwrap();
+                let head = layer.head(0);
+                let q = pseudo_random(3, positions * group * head_dim, 3.0);
+                let offsets = || (0..positions * group).map(|r| r * head_dim);
+                let rounded = prefill_queries(table, &q, offsets(), &head);
+                let state = |order: PvOrder| {
+                    let queries = match &rounded {
+                        Some(rounded) => BlockQueries::Int8(rounded),
+                        None => {
+                            BlockQueries::Bf16(offsets().map(|at| &q[at..][..head_dim]).collect())
+                        }
+                    };
+                    let rows = (0..positions * group).map(|r| keys - positions + r / group);
+                    Block::new(head, queries, rows).with_order(order).run()
+                };
+                let (dims, queries) = (state(PvOrder::DimRows), state(PvOrder::QueryRows));
+                let case = format!("{dtype:?} cache, head_dim {head_dim}");
+                assert_eq!(dims.m, queries.m, "{case}: m");
+                assert_eq!(dims.l, queries.l, "{case}: l");
+                assert_eq!(dims.s0, queries.s0, "{case}: s0");
+                let (mut a, mut b) = (vec![0.0; head_dim], vec![0.0; head_dim]);
+                for r in 0..positions * group {
+                    dims.gather_row(r, &mut a);
+                    queries.gather_row(r, &mut b);
+                    for (x, y) in a.iter().zip(&b) {
+                        assert!(
+                            (x - y).abs() <= 1e-5 * (1.0 + x.abs().max(y.abs())),
+                            "{case}, row {r}: {x} against {y}"
+                        );
+                    }
+                }
+            }
         }
     }
 }

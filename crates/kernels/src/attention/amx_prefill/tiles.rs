@@ -4,9 +4,16 @@
 //! the first operand as stored (16 keys by 32 dims of bf16, no packing), the queries are packed
 //! once per block into the pair-interleaved second operand. A score tile then holds one key per
 //! row and one query per lane, so the online softmax is lane-wise AVX-512 with no horizontal
-//! reduction. The probabilities, rounded to bf16, are transposed into the first operand of
-//! `O += P V`, whose second operand is V pair-interleaved along keys (packed once per key step
-//! for every query tile of the block).
+//! reduction. The probabilities come out of it rounded to bf16 and paired along keys in the same
+//! lanes: one pair of keys per row, one query per lane. `P V` then runs in one of two orders
+//! ([`PvOrder`]), each with one operand transposed on the vector units:
+//! - `O^T += V^T P^T` (dims by queries): the probabilities are its second operand as they come,
+//!   and V, transposed into dims by pairs of keys, its first; V is packed once per key step for
+//!   every query tile of the block, so this is the order of blocks with many query tiles. The
+//!   accumulators hold one query per lane, as the softmax state does.
+//! - `O += P V`: the probabilities are transposed into query rows, each query tile at each step,
+//!   and V, pair-interleaved along keys, is the second operand. This is the order of blocks with
+//!   few query tiles, where transposing V would cost more than it saves.
 //!
 //! Over an int8 cache the scores are `tdpbusd` products instead: the stored key bytes (+128,
 //! unsigned) by the queries rounded to int8 (signed), 64 dims a tile; the i32 sums lose the
@@ -18,9 +25,12 @@
 //! 64 bytes):
 //! - queries `[query tile][dim chunk of 32 (int8: 64)][pair p (int8: group of 4)][query i]`;
 //! - scores `[query tile of the pair][key][query i]` (f32, or i32 over an int8 cache);
-//! - probabilities `[query tile of the pair][key group of 32][query i][key pair p]`;
-//! - V `[key group of 32][dim chunk of 16][key pair p][dim d]`;
-//! - output accumulators `[query tile][dim chunk of 16][query i][dim d]` (f32).
+//! - probabilities `[query tile of the pair][key group of 32][key pair p][query i]` (`DimRows`),
+//!   `[..][query i][key pair p]` (`QueryRows`);
+//! - V `[key group of 32][dim chunk of 16][dim d][key pair p]` (`DimRows`),
+//!   `[..][key pair p][dim d]` (`QueryRows`);
+//! - output accumulators `[query tile][dim chunk of 16][dim d][query i]` (f32; `DimRows`),
+//!   `[..][query i][dim d]` (`QueryRows`).
 
 use core::arch::x86_64::*;
 
@@ -32,6 +42,15 @@ use crate::matmul::amx::transpose::transpose16;
 pub(super) const TILE: usize = 16;
 /// Keys of one `P V` tile product (16 pairs).
 pub(super) const KEY_GROUP: usize = 32;
+/// Which operand of `P V` the vector units transpose (module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum PvOrder {
+    /// `O^T += V^T P^T`: V, once per key step for the whole block.
+    DimRows,
+    /// `O += P V`: the probabilities, per query tile and key step.
+    QueryRows,
+}
+
 /// Words (or f32) of one tile.
 pub(super) const TILE_WORDS: usize = TILE * TILE;
 const TILE_BYTES: usize = TILE_WORDS * 4;
@@ -100,8 +119,8 @@ pub(crate) fn score_product<const INT8: bool, const C: u8, const A: u8, const B:
     }
 }
 
-/// `O += P V` for two query tiles (`oa`, `ob`: `dim_tiles` accumulator tiles each; `pa`, `pb`:
-/// `groups` probability tiles each) over `groups` key groups of packed V (`v`).
+/// `P V` in `order` for two query tiles (`oa`, `ob`: `dim_tiles` accumulator tiles each; `pa`,
+/// `pb`: `groups` probability tiles each) over `groups` key groups of packed V (`v`).
 ///
 /// # Safety
 /// The buffers must hold those tiles (layouts in the module doc); `dim_tiles` is even.
@@ -119,6 +138,7 @@ pub(super) unsafe fn accumulate_pv(
     v: *const u8,
     groups: usize,
     dim_tiles: usize,
+    order: PvOrder,
 ) {
     for c in (0..dim_tiles).step_by(2) {
         // SAFETY: the caller's contract; tiles c and c + 1 exist since dim_tiles is even.
@@ -137,10 +157,20 @@ pub(super) unsafe fn accumulate_pv(
                 tiles.load::<6>(vg, ROW_BYTES);
                 tiles.load::<7>(vg.add(TILE_BYTES), ROW_BYTES);
             }
-            tiles.dot_bf16::<0, 4, 6>();
-            tiles.dot_bf16::<1, 4, 7>();
-            tiles.dot_bf16::<2, 5, 6>();
-            tiles.dot_bf16::<3, 5, 7>();
+            match order {
+                PvOrder::DimRows => {
+                    tiles.dot_bf16::<0, 6, 4>();
+                    tiles.dot_bf16::<1, 7, 4>();
+                    tiles.dot_bf16::<2, 6, 5>();
+                    tiles.dot_bf16::<3, 7, 5>();
+                }
+                PvOrder::QueryRows => {
+                    tiles.dot_bf16::<0, 4, 6>();
+                    tiles.dot_bf16::<1, 4, 7>();
+                    tiles.dot_bf16::<2, 5, 6>();
+                    tiles.dot_bf16::<3, 5, 7>();
+                }
+            }
         }
         // SAFETY: as above.
         unsafe {
@@ -169,10 +199,16 @@ pub(super) fn pack_queries(rows: &[Option<&[f32]>; TILE], head_dim: usize, dst: 
     });
 }
 
-/// Packs a key group of V: `rows[2p]`, `rows[2p + 1]` (None: zero) interleaved into pair words
-/// per dim, `head_dim / 16` tiles into `dst`.
+/// Packs a key group of V for `order`: `rows[2p]`, `rows[2p + 1]` (None: zero) interleaved into
+/// pair words per dim (and for `DimRows` transposed, dims by pairs), `head_dim / 16` tiles into
+/// `dst`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
-pub(super) fn pack_values(rows: &[Option<&[u32]>; KEY_GROUP], head_dim: usize, dst: &mut [u32]) {
+pub(super) fn pack_values(
+    rows: &[Option<&[u32]>; KEY_GROUP],
+    head_dim: usize,
+    dst: &mut [u32],
+    order: PvOrder,
+) {
     // Element e of the result takes bf16 e / 2 of the first row (even e) or of the second (odd e),
     // offset by 16 for the upper 16 dims of the 32 loaded.
     let lo_index = _mm512_set_epi16(
@@ -180,18 +216,34 @@ pub(super) fn pack_values(rows: &[Option<&[u32]>; KEY_GROUP], head_dim: usize, d
         35, 3, 34, 2, 33, 1, 32, 0,
     );
     let hi_index = _mm512_add_epi16(lo_index, _mm512_set1_epi16(16));
-    for p in 0..TILE {
-        for c in 0..head_dim / DIM_CHUNK {
-            let a = load_words(rows[2 * p], c);
-            let b = load_words(rows[2 * p + 1], c);
-            let lo = _mm512_permutex2var_epi16(a, lo_index, b);
-            let hi = _mm512_permutex2var_epi16(a, hi_index, b);
-            let row_of = |tile: usize| tile * TILE_WORDS + p * TILE;
-            assert!(row_of(2 * c + 1) + TILE <= dst.len());
-            // SAFETY: dst holds row p of tiles 2c and 2c + 1 (checked above).
-            unsafe {
-                _mm512_storeu_si512(dst.as_mut_ptr().add(row_of(2 * c)).cast(), lo);
-                _mm512_storeu_si512(dst.as_mut_ptr().add(row_of(2 * c + 1)).cast(), hi);
+    let chunks = head_dim / DIM_CHUNK;
+    assert!(dst.len() >= 2 * chunks * TILE_WORDS);
+    match order {
+        // Row p of tiles 2c and 2c + 1 from one load of the two rows.
+        PvOrder::QueryRows => {
+            for p in 0..TILE {
+                for c in 0..chunks {
+                    let (a, b) = (load_words(rows[2 * p], c), load_words(rows[2 * p + 1], c));
+                    for (tile, index) in [(2 * c, lo_index), (2 * c + 1, hi_index)] {
+                        let row = &mut dst[tile * TILE_WORDS + p * TILE..][..TILE];
+                        let words = _mm512_permutex2var_epi16(a, index, b);
+                        // SAFETY: row holds 16 words.
+                        unsafe { _mm512_storeu_si512(row.as_mut_ptr().cast(), words) };
+                    }
+                }
+            }
+        }
+        PvOrder::DimRows => {
+            for c in 0..chunks {
+                for (tile, index) in [(2 * c, lo_index), (2 * c + 1, hi_index)] {
+                    let mut words = [_mm512_setzero_ps(); TILE];
+                    for (p, w) in words.iter_mut().enumerate() {
+                        let (a, b) = (load_words(rows[2 * p], c), load_words(rows[2 * p + 1], c));
+                        *w = _mm512_castsi512_ps(_mm512_permutex2var_epi16(a, index, b));
+                    }
+                    transpose16(&mut words);
+                    store_tile(&words, &mut dst[tile * TILE_WORDS..][..TILE_WORDS]);
+                }
             }
         }
     }
@@ -234,12 +286,14 @@ fn transpose_query_chunks<T>(
 
 /// Packs a key group of an int8 cache's V as [`pack_values`] packs bf16 rows: `rows[2p]`,
 /// `rows[2p + 1]` (stored bytes, +128; None: zero) as bf16 integers (exact: `|n| <= 128`),
-/// interleaved into pair words per dim. The V scales are applied to the probabilities instead.
+/// interleaved into pair words per dim (and transposed for `DimRows`). The V scales are applied
+/// to the probabilities instead.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
 pub(super) fn pack_int8_values(
     rows: &[Option<&[u32]>; KEY_GROUP],
     head_dim: usize,
     dst: &mut [u32],
+    order: PvOrder,
 ) {
     let bias = _mm512_set1_epi32(128);
     let high_half = _mm512_set1_epi32(0xffff_0000u32 as i32);
@@ -256,17 +310,36 @@ pub(super) fn pack_int8_values(
             None => _mm512_setzero_si512(),
         }
     };
-    for p in 0..TILE {
-        for c in 0..head_dim / TILE {
-            let even = integers(rows[2 * p], c);
-            let odd = integers(rows[2 * p + 1], c);
-            let words = _mm512_or_si512(
-                _mm512_srli_epi32::<16>(even),
-                _mm512_and_si512(odd, high_half),
-            );
-            let row = &mut dst[c * TILE_WORDS + p * TILE..][..TILE];
-            // SAFETY: row holds 16 words.
-            unsafe { _mm512_storeu_si512(row.as_mut_ptr().cast(), words) };
+    // Pair p's words for dims 16 c .. 16 c + 16.
+    let words = |p: usize, c: usize| {
+        let even = integers(rows[2 * p], c);
+        let odd = integers(rows[2 * p + 1], c);
+        _mm512_or_si512(
+            _mm512_srli_epi32::<16>(even),
+            _mm512_and_si512(odd, high_half),
+        )
+    };
+    let tiles = head_dim / TILE;
+    assert!(dst.len() >= tiles * TILE_WORDS);
+    match order {
+        PvOrder::QueryRows => {
+            for p in 0..TILE {
+                for c in 0..tiles {
+                    let row = &mut dst[c * TILE_WORDS + p * TILE..][..TILE];
+                    // SAFETY: row holds 16 words.
+                    unsafe { _mm512_storeu_si512(row.as_mut_ptr().cast(), words(p, c)) };
+                }
+            }
+        }
+        PvOrder::DimRows => {
+            for c in 0..tiles {
+                let mut regs = [_mm512_setzero_ps(); TILE];
+                for (p, reg) in regs.iter_mut().enumerate() {
+                    *reg = _mm512_castsi512_ps(words(p, c));
+                }
+                transpose16(&mut regs);
+                store_tile(&regs, &mut dst[c * TILE_WORDS..][..TILE_WORDS]);
+            }
         }
     }
 }
@@ -329,9 +402,10 @@ pub(super) struct Int8TileScales {
 /// masked causally and reduced to their key factor (in place), exponentiated against the
 /// (possibly raised) shift ([`exp2_weight`] of `key part * lane factor * log2(e) - shift *
 /// log2(e)`, one fused multiply-add) and written as bf16 probabilities to `probs` (`groups`
-/// tiles); `l` sums the probabilities before that rounding (and, over an int8 cache, before
-/// each is multiplied by its key's V scale). If a shift rises, that query's accumulators `acc`
-/// (`[dim tile][16][16]`) and `l` are rescaled first.
+/// tiles, transposed into query rows for `QueryRows`); `l` sums the probabilities before that
+/// rounding (and, over an int8 cache, before each is multiplied by its key's V scale). If a
+/// shift rises, that query's accumulators `acc` (`dim_tiles` tiles in `order`'s layout) and `l`
+/// are rescaled first.
 #[allow(
     clippy::too_many_arguments,
     reason = "an AMX microkernel: tile buffers and strides, passed in registers"
@@ -345,6 +419,7 @@ pub(super) fn softmax_step(
     groups: usize,
     acc: &mut [f32],
     probs: &mut [u32],
+    order: PvOrder,
 ) {
     let keys = groups * KEY_GROUP;
     let position = load_i32(state.position);
@@ -440,7 +515,7 @@ pub(super) fn softmax_step(
         // exp(-inf) = 0 on a row's first step: its (zero) accumulators are simply reset.
         let alpha = exp(simd, _mm512_sub_ps(m, m_new));
         l = _mm512_mul_ps(l, alpha);
-        rescale_rows(acc, alpha);
+        rescale_rows(acc, alpha, order);
         store_f32(m_new, state.m);
         m_new
     } else {
@@ -476,24 +551,29 @@ pub(super) fn softmax_step(
             let pair = _mm512_permutexvar_epi16(pair_index, halves);
             *w = _mm512_castsi512_ps(pair);
         }
-        transpose16(&mut words);
+        if order == PvOrder::QueryRows {
+            transpose16(&mut words);
+        }
         store_tile(&words, &mut probs[g * TILE_WORDS..][..TILE_WORDS]);
     }
     store_f32(l, state.l);
 }
 
-/// `acc[tile][i][..] *= alpha[i]` for every dim tile.
+/// Query `i`'s accumulators times `alpha[i]`, in `order`'s layout: every row (one dim of 16
+/// queries) by the lanes' factors, or every query's row by its own.
 #[target_feature(enable = "avx512f")]
-fn rescale_rows(acc: &mut [f32], alpha: __m512) {
+fn rescale_rows(acc: &mut [f32], alpha: __m512, order: PvOrder) {
     let mut lanes = [0.0f32; TILE];
     store_f32(alpha, &mut lanes);
-    for tile in acc.chunks_exact_mut(TILE_WORDS) {
-        for (row, &a) in tile.chunks_exact_mut(TILE).zip(&lanes) {
-            // SAFETY: row holds 16 f32.
-            unsafe {
-                let v = _mm512_loadu_ps(row.as_ptr());
-                _mm512_storeu_ps(row.as_mut_ptr(), _mm512_mul_ps(v, _mm512_set1_ps(a)));
-            }
+    for (r, row) in acc.chunks_exact_mut(TILE).enumerate() {
+        let factor = match order {
+            PvOrder::DimRows => alpha,
+            PvOrder::QueryRows => _mm512_set1_ps(lanes[r % TILE]),
+        };
+        // SAFETY: row holds 16 f32.
+        unsafe {
+            let v = _mm512_loadu_ps(row.as_ptr());
+            _mm512_storeu_ps(row.as_mut_ptr(), _mm512_mul_ps(v, factor));
         }
     }
 }
