@@ -9,8 +9,9 @@
 #   output goes to OUT_DIR/STEP.log and a step that finished leaves OUT_DIR/STEP.done, so a
 #   second run does only what is left.
 # Steps, in order (STEPS picks some, e.g. STEPS="matmul depth"):
-#   tests      the workspace tests at this host's SIMD level (required, not a fallback); on AMX,
-#              the kernels' tests again with the bf16-tile int8 mat-mat (GATTN_AMX_INT8=bf16)
+#   tests      the workspace tests with every SIMD feature of this CPU required (GATTN_REQUIRE_SIMD:
+#              a test that skips one fails); on AMX, the kernels' tests again with the bf16-tile
+#              int8 mat-mat (GATTN_AMX_INT8=bf16)
 #   peaks      `gattn-cpu info` and the dot-product peaks (kernels' `peak` example, 3 rounds)
 #   matmul     the 512-token mat-mats of every format against the in-run peaks
 #   attention  the prefill attention on one thread, 256 queries after 16384 keys, both caches
@@ -30,7 +31,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 
 if [ $# -lt 3 ] || [ $# -gt 4 ] || [ "$1" = -h ] || [ "$1" = --help ]; then
-    sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 fi
 BF16_DIR=$1 INT8_DIR=$2 OUT=$3 GGUF_DIR=${4:-}
