@@ -101,3 +101,15 @@ pub fn attend(
         prefill(level, call, out, stats)
     }
 }
+
+/// Values in `[-amplitude, amplitude]` from a fixed hash of their index and `seed`, for the
+/// attention modules' unit tests.
+#[cfg(test)]
+pub(crate) fn pseudo_random(seed: u32, len: usize, amplitude: f32) -> Vec<f32> {
+    (0..len as u32)
+        .map(|i| {
+            let x = (i ^ seed).wrapping_mul(2_654_435_761).rotate_left(13) % 20_001;
+            (x as f32 / 10_000.0 - 1.0) * amplitude
+        })
+        .collect()
+}

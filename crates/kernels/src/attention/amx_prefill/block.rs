@@ -376,20 +376,8 @@ mod tests {
     use super::*;
     use crate::attention::int8_queries::prefill_queries;
     use crate::attention::kv::KvLayer;
+    use crate::attention::pseudo_random;
     use crate::{KernelTable, SimdLevel};
-
-    /// Values in `[-amplitude, amplitude)` from a fixed linear congruential sequence.
-    fn pseudo_random(seed: u64, len: usize, amplitude: f32) -> Vec<f32> {
-        let mut state = seed;
-        (0..len)
-            .map(|_| {
-                state = state
-                    .wrapping_mul(6_364_136_223_846_793_005)
-                    .wrapping_add(1_442_695_040_888_963_407);
-                ((state >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * amplitude
-            })
-            .collect()
-    }
 
     /// Both orders of `P V` leave a block in the same state: each output sums the same products
     /// over the same key pairs in the same order, only the operands' roles are swapped. With the

@@ -890,16 +890,8 @@ mod tests {
     use super::*;
     use crate::SimdLevel;
     use crate::attention::kv::KvLayer;
+    use crate::attention::pseudo_random;
     use crate::dispatch::{cpu_features, run_at};
-
-    fn pseudo_random(seed: u32, len: usize, amplitude: f32) -> Vec<f32> {
-        (0..len as u32)
-            .map(|i| {
-                let x = (i ^ seed).wrapping_mul(2_654_435_761).rotate_left(13) % 20_001;
-                (x as f32 / 10_000.0 - 1.0) * amplitude
-            })
-            .collect()
-    }
 
     /// Every combination of dot-product kernels this CPU has (a VNNI-only CPU uses `vpdpbusd`
     /// without `vdpbf16ps`, say; an AVX2 one `vpmaddwd`) gives the generic path's bits at its
